@@ -1,0 +1,85 @@
+// What the GPU pipeline and the host backend share before any execution:
+// options, the resolved geometry, the plan shape and the compile-time type
+// checks of a run. Host-only.
+#pragma once
+
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/options.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/slots.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace chunkpipe::detail {
+
+template <class Stage>
+struct is_in_place : std::false_type {};
+template <class F>
+struct is_in_place<ChunkFn<F>> : std::true_type {};
+
+/// The element types a run's outputs must have, and a readable failure when
+/// they do not.
+template <class In, class Out, class... Stages>
+struct run_types {
+  using produced = typename chain<In, Stages...>::out;
+  static_assert(std::is_same_v<produced, Out>,
+                "chunkpipe: the output ranges' element types must be exactly the types the last stage "
+                "produces (see chunkpipe::detail::chain<In, Stages...>::out)");
+  static constexpr bool ok = std::is_same_v<produced, Out>;
+};
+
+template <class... Stages>
+class PipelineFront {
+  static_assert(sizeof...(Stages) >= 1, "chunkpipe: a pipeline needs at least one stage");
+
+ public:
+  static constexpr std::size_t stage_count = sizeof...(Stages);
+  static constexpr bool all_elementwise = (is_elementwise<Stages>::value && ...);
+
+  explicit PipelineFront(Options options, Stages... stages)
+      : options_(validated(options)),
+        geometry_(resolve_geometry(options_, all_elementwise)),
+        stages_(std::move(stages)...) {}
+
+  /// The options the pipeline was built with.
+  const Options& options() const noexcept { return options_; }
+  /// The policy, slot count and scheduling unit runs actually use.
+  const Geometry& geometry() const noexcept { return geometry_; }
+
+  /// The planner's view of this pipeline, given which ends are staged.
+  PlanShape shape(bool stage_in, bool stage_out) const {
+    PlanShape s;
+    s.stages = static_cast<int>(stage_count);
+    s.in_place = {is_in_place<Stages>::value...};
+    s.stage_in = stage_in;
+    s.stage_out = stage_out;
+    return s;
+  }
+
+  /// Chunks a run of `elems` elements is cut into.
+  std::size_t chunks_for(std::size_t elems) const noexcept {
+    return (elems + geometry_.chunk_elems - 1) / geometry_.chunk_elems;
+  }
+
+  /// The plan a run of `elems` elements would follow. Never blocks.
+  Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
+    return make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
+  }
+
+ protected:
+  static const Options& validated(const Options& o) {
+    validate_options(o);
+    return o;
+  }
+
+  Options options_;
+  Geometry geometry_;
+  std::tuple<Stages...> stages_;
+};
+
+}  // namespace chunkpipe::detail

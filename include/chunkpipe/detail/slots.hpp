@@ -1,0 +1,231 @@
+// What each operation moves, independent of who executes it. Host-only.
+//
+// The GPU executor and the host backend both turn a plan op into the same
+// list of byte copies (this file) plus, for stage ops, a typed call of the
+// stage. Only how a copy happens differs: cudaMemcpyAsync or memcpy.
+#pragma once
+
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/stage.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+inline constexpr std::size_t slot_alignment = 256;
+
+inline std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+/// Where every array of every plan buffer sits inside one slot. Buffers that
+/// hold pinned staging live in the pinned arena, the rest in device memory.
+struct SlotLayout {
+  struct Array {
+    std::size_t offset = 0;
+    std::size_t elem_size = 0;  ///< 0: this array needs no storage (not staged)
+  };
+  std::vector<std::vector<Array>> arrays;  ///< [buffer][array]
+  std::vector<bool> pinned;                ///< [buffer] lives in the pinned arena
+  std::size_t chunk_elems = 0;
+  std::size_t device_slot_bytes = 0;
+  std::size_t pinned_slot_bytes = 0;
+  int depth = 0;
+
+  std::size_t device_bytes() const { return device_slot_bytes * static_cast<std::size_t>(depth); }
+  std::size_t pinned_bytes() const { return pinned_slot_bytes * static_cast<std::size_t>(depth); }
+};
+
+/// Element sizes of everything that flows through a run.
+struct Flow {
+  std::vector<std::size_t> in_sizes;               ///< per input
+  std::vector<bool> in_staged;                     ///< per input
+  std::vector<std::vector<std::size_t>> stage_out; ///< per stage, per output
+  std::vector<std::size_t> out_sizes;              ///< per output
+  std::vector<bool> out_staged;                    ///< per output
+};
+
+inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t buffers, const Flow& flow,
+                                   std::size_t chunk_elems, int depth) {
+  SlotLayout l;
+  l.arrays.resize(buffers);
+  l.pinned.assign(buffers, false);
+  l.chunk_elems = chunk_elems;
+  l.depth = depth;
+  auto sized = [](const std::vector<std::size_t>& sizes, const std::vector<bool>* keep) {
+    std::vector<SlotLayout::Array> a(sizes.size());
+    for (std::size_t i = 0; i < sizes.size(); ++i) a[i].elem_size = (keep && !(*keep)[i]) ? 0 : sizes[i];
+    return a;
+  };
+  for (const Step& s : steps) {
+    switch (s.kind) {
+      case OpKind::host_in:
+        l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, &flow.in_staged);
+        l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
+        break;
+      case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, nullptr); break;
+      case OpKind::stage:
+        l.arrays[static_cast<std::size_t>(s.writes[0])] =
+            sized(flow.stage_out[static_cast<std::size_t>(s.stage)], nullptr);
+        break;
+      case OpKind::d2h:
+        if (!s.writes.empty()) {
+          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes, &flow.out_staged);
+          l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
+        }
+        break;
+      case OpKind::host_out: break;
+    }
+  }
+  for (std::size_t b = 0; b < buffers; ++b) {
+    std::size_t& bytes = l.pinned[b] ? l.pinned_slot_bytes : l.device_slot_bytes;
+    for (SlotLayout::Array& a : l.arrays[b]) {
+      if (a.elem_size == 0) continue;
+      a.offset = bytes;
+      bytes += align_up(a.elem_size * chunk_elems, slot_alignment);
+    }
+  }
+  return l;
+}
+
+/// One run's host endpoints, type-erased to bytes.
+struct Endpoints {
+  struct In {
+    const std::byte* data;
+    std::size_t elem_size;
+    bool staged;
+  };
+  struct Out {
+    std::byte* data;
+    std::size_t elem_size;
+    bool staged;
+  };
+  std::vector<In> in;
+  std::vector<Out> out;
+};
+
+/// One byte copy an op performs.
+struct Copy {
+  void* dst;
+  const void* src;
+  std::size_t bytes;
+};
+
+/// Resolves slot arrays to addresses, given the two arenas' base pointers.
+struct SlotMemory {
+  const SlotLayout* layout = nullptr;
+  std::byte* device = nullptr;  ///< device arena (host memory on the host backend)
+  std::byte* pinned = nullptr;  ///< pinned arena
+
+  std::byte* array(int buffer, std::size_t index, int slot) const {
+    const auto b = static_cast<std::size_t>(buffer);
+    std::byte* base = layout->pinned[b] ? pinned + layout->pinned_slot_bytes * static_cast<std::size_t>(slot)
+                                        : device + layout->device_slot_bytes * static_cast<std::size_t>(slot);
+    return base + layout->arrays[b][index].offset;
+  }
+};
+
+/// The copies `op` makes for a chunk of `count` elements starting at
+/// element `offset` of the run. Stage ops make none.
+inline void copies_of(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
+                      std::size_t offset, std::size_t count, std::vector<Copy>& out) {
+  out.clear();
+  if (count == 0) return;
+  switch (op.kind) {
+    case OpKind::host_in:
+      for (std::size_t i = 0; i < ends.in.size(); ++i) {
+        const auto& e = ends.in[i];
+        if (e.staged) {
+          out.push_back({mem.array(step.writes[0], i, op.slot), e.data + offset * e.elem_size, count * e.elem_size});
+        }
+      }
+      break;
+    case OpKind::h2d:
+      for (std::size_t i = 0; i < ends.in.size(); ++i) {
+        const auto& e = ends.in[i];
+        const void* src = e.staged ? static_cast<const void*>(mem.array(step.reads[0], i, op.slot))
+                                   : static_cast<const void*>(e.data + offset * e.elem_size);
+        out.push_back({mem.array(step.writes[0], i, op.slot), src, count * e.elem_size});
+      }
+      break;
+    case OpKind::d2h:
+      for (std::size_t o = 0; o < ends.out.size(); ++o) {
+        const auto& e = ends.out[o];
+        void* dst = e.staged ? static_cast<void*>(mem.array(step.writes[0], o, op.slot))
+                             : static_cast<void*>(e.data + offset * e.elem_size);
+        out.push_back({dst, mem.array(step.reads[0], o, op.slot), count * e.elem_size});
+      }
+      break;
+    case OpKind::host_out:
+      for (std::size_t o = 0; o < ends.out.size(); ++o) {
+        const auto& e = ends.out[o];
+        if (e.staged) {
+          out.push_back({e.data + offset * e.elem_size, mem.array(step.reads[0], o, op.slot), count * e.elem_size});
+        }
+      }
+      break;
+    case OpKind::stage: break;
+  }
+}
+
+template <class... T>
+std::vector<std::size_t> sizes_of(types<T...>) {
+  return {sizeof(T)...};
+}
+
+/// The Flow of a pipeline `Stages...` fed inputs of types `In`.
+template <class... T, class... Stages>
+Flow make_flow(types<T...>, types<Stages...>) {
+  using ios = typename chain<types<T...>, Stages...>::ios;
+  Flow f;
+  f.in_sizes = {sizeof(T)...};
+  std::apply([&](auto... io) { (f.stage_out.push_back(sizes_of(typename decltype(io)::out{})), ...); }, ios{});
+  f.out_sizes = f.stage_out.back();
+  return f;
+}
+
+template <class... X, std::size_t... I>
+std::tuple<::cuda::std::span<X>...> typed_arrays_impl(const SlotMemory& mem, int buffer, int slot, std::size_t count,
+                                                       std::index_sequence<I...>) {
+  return {::cuda::std::span<X>(reinterpret_cast<X*>(mem.array(buffer, I, slot)), count)...};
+}
+
+/// Typed spans of a stage's input and output arrays in one slot.
+template <class... X>
+std::tuple<::cuda::std::span<X>...> typed_arrays(const SlotMemory& mem, int buffer, int slot, std::size_t count,
+                                                  types<X...>) {
+  return typed_arrays_impl<X...>(mem, buffer, slot, count, std::index_sequence_for<X...>{});
+}
+
+template <class F, std::size_t... I>
+void with_index_impl(std::size_t i, F& f, std::index_sequence<I...>) {
+  ((i == I ? (f(std::integral_constant<std::size_t, I>{}), 0) : 0), ...);
+}
+
+/// Calls f(std::integral_constant<std::size_t, I>{}) for the runtime index i.
+template <std::size_t N, class F>
+void with_index(std::size_t i, F&& f) {
+  with_index_impl(i, f, std::make_index_sequence<N>{});
+}
+
+/// Endpoints for a run's ranges; `staged(span)` decides each range.
+template <class... T, class... U, class Decide>
+Endpoints make_endpoints(const Inputs<T...>& in, const Outputs<U...>& out, Decide&& staged) {
+  Endpoints e;
+  std::apply(
+      [&](const auto&... s) {
+        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), staged(s)}), ...);
+      },
+      in.spans);
+  std::apply(
+      [&](const auto&... s) {
+        (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s)}), ...);
+      },
+      out.spans);
+  return e;
+}
+
+}  // namespace chunkpipe::detail

@@ -1,0 +1,27 @@
+// The errors chunkpipe throws that do not need CUDA to describe them.
+// cuda_error, which carries a cudaError_t, lives in cuda_error.hpp.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace chunkpipe {
+
+/// Bad configuration or bad arguments: zero chunk size, depth 0, inputs of
+/// different lengths, an output shorter than its input, a null pointer with
+/// a non-zero length, slots that do not fit in device memory. Always thrown
+/// before any work is queued, so nothing needs cleaning up.
+class config_error : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A run failed for a reason that is not a CUDA error code: a source or sink
+/// failed, a file could not be read or written, or the pipeline was left
+/// unusable by an earlier sticky device error.
+class pipeline_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace chunkpipe

@@ -1,0 +1,199 @@
+// Host ranges a run reads and writes, and the checks every run makes on them
+// before it queues anything. Host-only C++, no CUDA.
+//
+//   pipe.run(x, z);                                   // one input, one output
+//   pipe.run(chunkpipe::inputs(x, y), chunkpipe::outputs(z));
+//   pipe.run(chunkpipe::pageable(v), out);            // say how a range is held
+//
+// A range is anything with data() and size() (std::vector, std::array, a
+// span) or a HostSpan. Where the memory lives decides how it crosses: pinned
+// (or device) memory is copied directly; pageable memory is staged through
+// the pipeline's pinned slots, never handed to a plain cudaMemcpyAsync,
+// which would silently run synchronously at a fraction of the speed.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+namespace chunkpipe {
+
+/// How a host range is held. `automatic` asks the CUDA runtime (pinned,
+/// registered and device memory are copied directly, anything else is
+/// staged); the host backend treats `automatic` as pageable.
+enum class Memory : std::uint8_t { automatic, pinned, pageable };
+
+/// A pointer, an element count and how the memory is held. Does not own.
+template <class T>
+struct HostSpan {
+  T* data = nullptr;
+  std::size_t size = 0;
+  Memory memory = Memory::automatic;
+};
+
+namespace detail {
+
+template <class R>
+using range_element_t = std::remove_pointer_t<decltype(std::declval<R&>().data())>;
+
+template <class T>
+struct is_host_span : std::false_type {};
+template <class T>
+struct is_host_span<HostSpan<T>> : std::true_type {};
+
+}  // namespace detail
+
+/// Views any contiguous range (data() and size()) as a HostSpan.
+template <class R>
+auto host_span(R&& range, Memory memory = Memory::automatic) {
+  using D = std::decay_t<R>;
+  if constexpr (detail::is_host_span<D>::value) {
+    D s = range;
+    if (memory != Memory::automatic) s.memory = memory;
+    return s;
+  } else {
+    using T = detail::range_element_t<std::remove_reference_t<R>>;
+    return HostSpan<T>{range.data(), static_cast<std::size_t>(range.size()), memory};
+  }
+}
+
+/// A pointer and a count as a HostSpan.
+template <class T>
+HostSpan<T> host_span(T* data, std::size_t size, Memory memory = Memory::automatic) {
+  return HostSpan<T>{data, size, memory};
+}
+
+/// Marks a range as pinned (page-locked, e.g. from cudaMallocHost): copied
+/// directly, no staging. Wrong if it is not: the copy then runs synchronously.
+template <class R>
+auto pinned(R&& range) {
+  return host_span(std::forward<R>(range), Memory::pinned);
+}
+
+/// Marks a range as pageable: always staged through pinned slots.
+template <class R>
+auto pageable(R&& range) {
+  return host_span(std::forward<R>(range), Memory::pageable);
+}
+
+/// The input ranges of a run, all of the same length.
+template <class... T>
+struct Inputs {
+  std::tuple<HostSpan<const T>...> spans;
+};
+
+/// The output ranges of a run, each at least as long as the inputs.
+template <class... U>
+struct Outputs {
+  std::tuple<HostSpan<U>...> spans;
+};
+
+namespace detail {
+
+template <class T>
+HostSpan<const T> as_const(HostSpan<T> s) {
+  return HostSpan<const T>{s.data, s.size, s.memory};
+}
+
+template <class T>
+struct is_inputs : std::false_type {};
+template <class... T>
+struct is_inputs<Inputs<T...>> : std::true_type {};
+template <class T>
+struct is_outputs : std::false_type {};
+template <class... T>
+struct is_outputs<Outputs<T...>> : std::true_type {};
+
+template <class T>
+struct span_value;
+template <class T>
+struct span_value<HostSpan<T>> {
+  using type = std::remove_const_t<T>;
+};
+
+}  // namespace detail
+
+/// Groups input ranges: inputs(x, y) for a stage taking two elements.
+template <class... R>
+auto inputs(R&&... ranges) {
+  return Inputs<typename detail::span_value<decltype(host_span(std::forward<R>(ranges)))>::type...>{
+      {detail::as_const(host_span(std::forward<R>(ranges)))...}};
+}
+
+/// Groups output ranges: outputs(z), or outputs(a, b) for a stage returning
+/// a ::cuda::std::tuple of two.
+template <class... R>
+auto outputs(R&&... ranges) {
+  static_assert((!std::is_const_v<std::remove_pointer_t<decltype(host_span(ranges).data)>> && ...),
+                "chunkpipe: an output range must be writable");
+  return Outputs<typename detail::span_value<decltype(host_span(std::forward<R>(ranges)))>::type...>{
+      {host_span(std::forward<R>(ranges))...}};
+}
+
+namespace detail {
+
+/// run(x, z) and run(inputs(x), outputs(z)) mean the same.
+template <class R>
+auto as_inputs(R&& r) {
+  if constexpr (is_inputs<std::decay_t<R>>::value) {
+    return std::decay_t<R>(r);
+  } else {
+    return inputs(std::forward<R>(r));
+  }
+}
+template <class R>
+auto as_outputs(R&& r) {
+  if constexpr (is_outputs<std::decay_t<R>>::value) {
+    return std::decay_t<R>(r);
+  } else {
+    return outputs(std::forward<R>(r));
+  }
+}
+
+/// Checks a run's ranges and returns the element count. Throws config_error
+/// naming the first problem: no inputs, inputs of different lengths, a null
+/// pointer with a non-zero length, an output shorter than the inputs.
+template <class... T, class... U>
+std::size_t validate_run(const Inputs<T...>& in, const Outputs<U...>& out) {
+  static_assert(sizeof...(T) > 0, "chunkpipe: a run needs at least one input range");
+  std::size_t n = std::get<0>(in.spans).size;
+  std::string problem;
+  std::size_t index = 0;
+  auto check_in = [&](const auto& s) {
+    if (problem.empty()) {
+      if (s.size != n) {
+        problem = "inputs have different lengths: input 0 has " + std::to_string(n) + " elements, input " +
+                  std::to_string(index) + " has " + std::to_string(s.size);
+      } else if (s.data == nullptr && s.size != 0) {
+        problem = "input " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
+                  " elements";
+      }
+    }
+    ++index;
+  };
+  std::apply([&](const auto&... s) { (check_in(s), ...); }, in.spans);
+  index = 0;
+  auto check_out = [&](const auto& s) {
+    if (problem.empty()) {
+      if (s.data == nullptr && s.size != 0) {
+        problem = "output " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
+                  " elements";
+      } else if (s.size < n) {
+        problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) +
+                  " elements, fewer than the " + std::to_string(n) + " input elements";
+      }
+    }
+    ++index;
+  };
+  std::apply([&](const auto&... s) { (check_out(s), ...); }, out.spans);
+  if (!problem.empty()) throw config_error("chunkpipe: " + problem);
+  return n;
+}
+
+}  // namespace detail
+}  // namespace chunkpipe

@@ -1,0 +1,87 @@
+// Pipeline options, shared by the GPU pipeline and the host backend.
+// Host-only C++, no CUDA.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/plan.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace chunkpipe {
+
+/// Elements per chunk when the caller does not say: 8 MiB of float.
+inline constexpr std::size_t default_chunk_elems = std::size_t{1} << 21;
+
+/// Elements per grain when the automatic policy splits a window (below).
+inline constexpr std::size_t default_grain_elems = std::size_t{1} << 21;
+
+/// How a pipeline runs. Aggregate, so `{.chunk_elems = 4 << 20, .depth = 3}`
+/// works where designated initialisers do.
+struct Options {
+  /// The window: the most elements one stage sees at once, and what sizes
+  /// every slot buffer. Must be at least 1.
+  std::size_t chunk_elems = default_chunk_elems;
+  /// Slots in the ring: how many chunks can be in flight. Must be at least 1;
+  /// serial always uses one.
+  int depth = default_depth;
+  /// Which schedule to build (plan.hpp).
+  Policy policy = Policy::automatic;
+  /// Scheduling grain for pipelines whose stages are all Map. Element-wise
+  /// work cannot see chunk boundaries, so the window's memory (depth x
+  /// chunk_elems) can be cycled in finer grains: the first copy-in and the
+  /// last copy-out, which nothing overlaps, shrink with the grain. 0 lets
+  /// the automatic policy choose (default_grain_elems) and leaves explicit
+  /// policies at the window; a value applies to stage_streams (and auto),
+  /// whose stream count does not grow with the number of slots.
+  std::size_t grain_elems = 0;
+  /// CUDA device ordinal; -1 uses the device current when the pipeline is built.
+  int device = -1;
+  /// Time every operation with CUDA events so report() can draw the run.
+  /// Adds two event records per operation and changes no dependency.
+  bool profile = false;
+};
+
+namespace detail {
+
+/// Throws config_error naming the first bad field.
+inline void validate_options(const Options& o) {
+  if (o.chunk_elems == 0) throw config_error("chunkpipe: chunk_elems must be at least 1 (got 0)");
+  if (o.depth < 1) throw config_error("chunkpipe: depth must be at least 1 (got " + std::to_string(o.depth) + ")");
+  if (o.device < -1) throw config_error("chunkpipe: device must be -1 or a device ordinal (got " +
+                                        std::to_string(o.device) + ")");
+}
+
+/// The geometry a run actually uses: the resolved policy, the unit chunks
+/// are scheduled in and how many slots of that unit the window's memory
+/// holds.
+struct Geometry {
+  Policy policy;
+  int depth;                 ///< slots of `chunk_elems` each
+  std::size_t chunk_elems;   ///< scheduling unit
+};
+
+/// Most slots a grain split may create; each costs an event and bookkeeping.
+inline constexpr std::size_t max_slots = 4096;
+
+inline Geometry resolve_geometry(const Options& o, bool all_elementwise) {
+  const Resolved r = resolve(o.policy, o.depth);
+  Geometry g{r.policy, r.depth, o.chunk_elems};
+  std::size_t grain = o.grain_elems;
+  if (grain == 0 && o.policy == Policy::automatic) grain = default_grain_elems;
+  if (all_elementwise && r.policy == Policy::stage_streams && grain != 0 && grain < o.chunk_elems) {
+    // Same memory, finer steps: p grains per window, depth x p slots.
+    const std::size_t pieces = (o.chunk_elems + grain - 1) / grain;
+    if (pieces * static_cast<std::size_t>(r.depth) > max_slots) {
+      throw config_error("chunkpipe: grain_elems " + std::to_string(grain) + " cuts a window of " +
+                         std::to_string(o.chunk_elems) + " elements into " + std::to_string(pieces) +
+                         " grains; depth x grains may be at most " + std::to_string(max_slots));
+    }
+    g.chunk_elems = (o.chunk_elems + pieces - 1) / pieces;
+    g.depth = r.depth * static_cast<int>(pieces);
+  }
+  return g;
+}
+
+}  // namespace detail
+}  // namespace chunkpipe
