@@ -3,6 +3,7 @@
 // Host-only C++, no CUDA.
 #pragma once
 
+#include <chunkpipe/errors.hpp>
 #include <chunkpipe/plan.hpp>
 
 #include <cstddef>
@@ -55,4 +56,76 @@ struct Report {
   LinkModel link;
 };
 
+// ---------------------------------------------------------------------------
+// Figures. All are pure functions of a report: they never block and throw
+// nothing but std::bad_alloc. An empty report has a makespan of 0 and every
+// figure derived from it is 0.
+
+/// Time from the earliest start to the latest end, in ms.
+double makespan_ms(const Report& report);
+
+/// How long some op of `kind` was running, in ms: the union of their
+/// intervals, so two ops of one kind overlapping on different queues count
+/// once. For OpKind::stage, `stage` >= 0 picks one stage; -1 takes all.
+double busy_ms(const Report& report, OpKind kind, int stage = -1);
+
+/// K: how long any kernel was running, in ms (all stages together).
+double stage_ms(const Report& report);
+
+/// True when the link's one-way bandwidths are known (both above 0), which
+/// is what floor_ms() needs.
+bool link_known(const LinkModel& link) noexcept;
+
+/// The least time any schedule could take, in ms:
+///   max(B_in / BW_h2d, B_out / BW_d2h, (B_in + B_out) / BW_both, K)
+/// With one copy engine the two directions cannot overlap at all, so the
+/// copy term becomes B_in / BW_h2d + B_out / BW_d2h. A both_gbps of 0 means
+/// no two-way penalty is known (both directions at full speed). Host
+/// staging (host-in, host-out) is not part of the floor. Returns 0 when the
+/// link is not known.
+double floor_ms(const Report& report);
+
+/// floor / makespan, in 0..1 for a possible run; 0 when either is unknown.
+double efficiency(const Report& report);
+
+/// Sum over kinds of busy time / makespan: how many engines (host-in, H2D,
+/// the SMs, D2H, host-out) were busy on average. 1.0 is a fully serial run.
+double overlap(const Report& report);
+
+/// Bytes moved over the link, in and out, per second of makespan (GB/s =
+/// 1e9 B/s); 0 for an empty report.
+double achieved_gbps(const Report& report);
+
+// ---------------------------------------------------------------------------
+// Pictures of a report. Rows are kinds of work (an engine: host-in, H2D,
+// each stage, D2H, host-out), not queues, so the picture shows which
+// hardware was idle. Where a measured run has two ops of one kind really
+// running at once (two kernels sharing the SMs), the row gets a second lane.
+
+/// Prints a compact table: label, predicted or measured, schedule and chunk
+/// size, busy time per kind, makespan, floor and efficiency (when the link
+/// is known), overlap and achieved GB/s. Never throws beyond the stream's
+/// own exceptions.
+std::ostream& operator<<(std::ostream& os, const Report& report);
+
+/// The run as text, one row per kind of work and one glyph per chunk
+/// (chunk index mod 62 as 0-9a-zA-Z) so the interleaving is visible,
+/// `width` columns for the time axis (at least 20 are used), with a time
+/// axis in ms and the makespan. Throws only std::bad_alloc.
+std::string ascii_timeline(const Report& report, int width = 100);
+
+/// Writes a Chrome/Perfetto trace (JSON, open with ui.perfetto.dev or
+/// chrome://tracing): one thread per row, one complete ("X") event per op
+/// with its chunk, slot, queue and bytes. Blocks until the file is written;
+/// throws pipeline_error naming the path and the reason when it cannot be.
+void write_chrome_trace(const Report& report, const std::string& path);
+
+/// Writes the run as an SVG picture: one row per kind of work, one colour
+/// per chunk, a time axis in ms and a title with the label, makespan and
+/// efficiency. Blocks until the file is written; throws pipeline_error
+/// naming the path and the reason when it cannot be.
+void write_svg(const Report& report, const std::string& path);
+
 }  // namespace chunkpipe
+
+#include <chunkpipe/detail/report.inl>

@@ -66,6 +66,9 @@ class PipelineFront {
     return (elems + geometry_.chunk_elems - 1) / geometry_.chunk_elems;
   }
 
+  /// The stage objects, in order.
+  std::tuple<Stages...>& stages() noexcept { return stages_; }
+
   /// The plan a run of `elems` elements would follow. Never blocks.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
     return make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));

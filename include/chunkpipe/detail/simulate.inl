@@ -1,0 +1,335 @@
+// Definitions for simulate.hpp. Included at its bottom; do not include directly.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace chunkpipe {
+
+namespace detail {
+
+inline void require_figure(double v, const char* what, bool positive) {
+  if (!std::isfinite(v) || v < 0.0 || (positive && v == 0.0)) {
+    throw config_error(std::string("chunkpipe: simulate: ") + what + " must be " +
+                       (positive ? "above 0" : "0 or more") + " and finite, got " + std::to_string(v));
+  }
+}
+
+/// Rates in bytes per ms of the copies now moving: at most one per
+/// direction. Alone, a copy gets its one-way bandwidth; together they split
+/// the two-way total fairly, and what one cannot use (capped by its own
+/// one-way figure) goes to the other.
+inline std::pair<double, double> link_rates(const LinkModel& l, bool h2d, bool d2h) {
+  const double both = l.both_gbps > 0.0 ? l.both_gbps : l.h2d_gbps + l.d2h_gbps;
+  double rh = 0.0, rd = 0.0;
+  if (h2d && d2h) {
+    rh = std::min(l.h2d_gbps, both / 2.0);
+    rd = std::min(l.d2h_gbps, both / 2.0);
+    const double left = both - rh - rd;
+    if (rh < l.h2d_gbps) rh = std::min(l.h2d_gbps, rh + left);
+    else rd = std::min(l.d2h_gbps, rd + left);
+  } else if (h2d) {
+    rh = std::min(l.h2d_gbps, both);
+  } else if (d2h) {
+    rd = std::min(l.d2h_gbps, both);
+  }
+  return {rh * 1e6, rd * 1e6};  // GB/s = 1e6 B/ms
+}
+
+}  // namespace detail
+
+inline Report simulate(const Plan& plan, const Workload& work, const Machine& machine) {
+  using detail::require_figure;
+  const LinkModel& link = machine.link;
+  const std::size_t n = plan.ops.size();
+
+  // Everything is checked before anything is simulated.
+  if (work.chunk_elems == 0) throw config_error("chunkpipe: simulate: chunk_elems must be at least 1 (got 0)");
+  if (work.stage_ns_per_elem.size() != static_cast<std::size_t>(plan.shape.stages)) {
+    throw config_error("chunkpipe: simulate: the workload has " + std::to_string(work.stage_ns_per_elem.size()) +
+                       " stage times for a plan of " + std::to_string(plan.shape.stages) + " stages");
+  }
+  const std::size_t needed = (work.elems + work.chunk_elems - 1) / work.chunk_elems;
+  if (plan.chunks < needed) {
+    throw config_error("chunkpipe: simulate: the plan has " + std::to_string(plan.chunks) + " chunks; " +
+                       std::to_string(work.elems) + " elements in chunks of " + std::to_string(work.chunk_elems) +
+                       " need " + std::to_string(needed));
+  }
+  for (double ns : work.stage_ns_per_elem) require_figure(ns, "stage_ns_per_elem", false);
+  require_figure(link.h2d_gbps, "link.h2d_gbps", true);
+  require_figure(link.d2h_gbps, "link.d2h_gbps", true);
+  require_figure(link.both_gbps, "link.both_gbps", false);
+  require_figure(link.latency_us, "link.latency_us", false);
+  require_figure(machine.op_overhead_us, "op_overhead_us", false);
+  require_figure(machine.host_copy_gbps, "host_copy_gbps", false);
+  if (link.copy_engines < 1) {
+    throw config_error("chunkpipe: simulate: link.copy_engines must be at least 1, got " +
+                       std::to_string(link.copy_engines));
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan.ops[i];
+    auto bad = [&](const std::string& why) {
+      throw config_error("chunkpipe: simulate: malformed plan: op #" + std::to_string(i) + ' ' + why);
+    };
+    if (op.id != i) bad("has id " + std::to_string(op.id));
+    if (op.queue < 0 || static_cast<std::size_t>(op.queue) >= plan.queues.size()) bad("has no queue");
+    if (op.kind == OpKind::stage && (op.stage < 0 || op.stage >= plan.shape.stages)) bad("has no stage");
+    for (std::size_t w : op.waits) {
+      if (w >= i) bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
+    }
+    if ((op.kind == OpKind::host_in || op.kind == OpKind::host_out) && !(machine.host_copy_gbps > 0.0) &&
+        op.chunk * work.chunk_elems < work.elems) {
+      bad("stages through the host, and the machine's host_copy_gbps is not known");
+    }
+  }
+
+  Report report;
+  report.predicted = true;
+  report.label = std::string(to_string(plan.policy)) + ", depth " + std::to_string(plan.depth) +
+                 (link.name.empty() ? std::string() : " on " + link.name);
+  report.policy = plan.policy;
+  report.depth = plan.depth;
+  report.chunk_elems = work.chunk_elems;
+  report.chunks = plan.chunks;
+  report.elems = work.elems;
+  report.bytes_in = work.elems * work.in_bytes_per_elem;
+  report.bytes_out = work.elems * work.out_bytes_per_elem;
+  report.queues = plan.queues;
+  report.link = link;
+  report.ops.resize(n);
+
+  // What each op costs: a fixed part (overhead, copy latency, kernel or
+  // host copy time) that holds its resource, then for copies a transfer
+  // that also shares the link.
+  enum : int { h2d_engine = 0, d2h_engine = 1, sms = 2, first_host = 3 };
+  const bool one_engine = link.copy_engines == 1;
+  std::vector<int> resource(n);
+  std::vector<double> fixed_ms(n), transfer_bytes(n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan.ops[i];
+    const std::size_t offset = op.chunk * work.chunk_elems;
+    const std::size_t elems = offset < work.elems ? std::min(work.chunk_elems, work.elems - offset) : 0;
+    TimedOp& t = report.ops[i];
+    t.id = op.id;
+    t.chunk = op.chunk;
+    t.kind = op.kind;
+    t.stage = op.stage;
+    t.slot = op.slot;
+    t.queue = op.queue;
+    t.elems = elems;
+    const double overhead = machine.op_overhead_us * 1e-3;
+    switch (op.kind) {
+      case OpKind::h2d:
+      case OpKind::d2h:
+        t.bytes = elems * (op.kind == OpKind::h2d ? work.in_bytes_per_elem : work.out_bytes_per_elem);
+        resource[i] = (op.kind == OpKind::h2d || one_engine) ? h2d_engine : d2h_engine;
+        fixed_ms[i] = overhead + link.latency_us * 1e-3;
+        transfer_bytes[i] = static_cast<double>(t.bytes);
+        break;
+      case OpKind::stage:
+        resource[i] = sms;
+        fixed_ms[i] = overhead + static_cast<double>(elems) * work.stage_ns_per_elem[static_cast<std::size_t>(op.stage)] * 1e-6;
+        break;
+      case OpKind::host_in:
+      case OpKind::host_out:
+        t.bytes = elems * (op.kind == OpKind::host_in ? work.in_bytes_per_elem : work.out_bytes_per_elem);
+        resource[i] = first_host + op.queue;
+        fixed_ms[i] = elems == 0 ? 0.0 : overhead + static_cast<double>(t.bytes) / (machine.host_copy_gbps * 1e6);
+        break;
+    }
+    if (elems == 0) fixed_ms[i] = 0.0, transfer_bytes[i] = 0.0;
+  }
+
+  // Happens-before: the previous op on the queue and the waits.
+  std::vector<std::vector<std::size_t>> next(n);
+  std::vector<std::size_t> pending(n, 0);
+  {
+    std::vector<std::size_t> tail(plan.queues.size(), n);
+    for (const Op& op : plan.ops) {
+      std::size_t& t = tail[static_cast<std::size_t>(op.queue)];
+      if (t != n) next[t].push_back(op.id), ++pending[op.id];
+      t = op.id;
+      for (std::size_t w : op.waits) next[w].push_back(op.id), ++pending[op.id];
+    }
+  }
+
+  using Ready = std::pair<double, std::size_t>;  // (ready time, op id): served smallest first
+  using ReadyQueue = std::priority_queue<Ready, std::vector<Ready>, std::greater<Ready>>;
+  const std::size_t resources = first_host + plan.queues.size();
+  std::vector<ReadyQueue> ready(resources);
+  constexpr std::size_t idle = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> running(resources, idle);
+  std::vector<double> fixed_end(n, 0.0), remaining(n, 0.0);
+  std::vector<bool> transferring(n, false);
+  std::size_t done = 0;
+  double now = 0.0;
+
+  // An op with nothing to do (a chunk past the end) finishes the moment it
+  // is ready and holds no resource; otherwise it queues for its resource.
+  std::vector<std::size_t> finished;  // ops that finished at `now`, successors not yet released
+  auto make_ready = [&](std::size_t i) {
+    if (fixed_ms[i] == 0.0 && transfer_bytes[i] == 0.0 && report.ops[i].elems == 0) {
+      report.ops[i].start_ms = report.ops[i].end_ms = now;
+      finished.push_back(i);
+    } else {
+      ready[static_cast<std::size_t>(resource[i])].push({now, i});
+    }
+  };
+  auto release = [&]() {
+    while (!finished.empty()) {
+      const std::size_t i = finished.back();
+      finished.pop_back();
+      ++done;
+      for (std::size_t s : next[i]) {
+        if (--pending[s] == 0) make_ready(s);
+      }
+    }
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pending[i] == 0) make_ready(i);
+  }
+  release();
+
+  while (true) {
+    // Every free resource takes the op that has been ready longest.
+    for (std::size_t r = 0; r < resources; ++r) {
+      if (running[r] != idle || ready[r].empty()) continue;
+      const std::size_t i = ready[r].top().second;
+      ready[r].pop();
+      running[r] = i;
+      report.ops[i].start_ms = now;
+      fixed_end[i] = now + fixed_ms[i];
+      remaining[i] = transfer_bytes[i];
+      transferring[i] = false;
+    }
+
+    // The copies now moving bytes, and their shares of the link.
+    std::size_t in_copy = idle, out_copy = idle;
+    for (int r : {int{h2d_engine}, int{d2h_engine}}) {
+      const std::size_t i = running[static_cast<std::size_t>(r)];
+      if (i == idle || !transferring[i]) continue;
+      (plan.ops[i].kind == OpKind::h2d ? in_copy : out_copy) = i;
+    }
+    const auto rates = detail::link_rates(link, in_copy != idle, out_copy != idle);
+    auto rate_of = [&](std::size_t i) { return i == in_copy ? rates.first : rates.second; };
+
+    // The next moment anything changes.
+    double step = std::numeric_limits<double>::infinity();
+    bool any = false;
+    for (std::size_t r = 0; r < resources; ++r) {
+      const std::size_t i = running[r];
+      if (i == idle) continue;
+      any = true;
+      step = std::min(step, transferring[i] ? remaining[i] / rate_of(i) : fixed_end[i] - now);
+    }
+    if (!any) break;
+    step = std::max(step, 0.0);
+
+    const double then = now + step;
+    for (std::size_t r = 0; r < resources; ++r) {
+      const std::size_t i = running[r];
+      if (i == idle) continue;
+      bool ends = false;
+      if (transferring[i]) {
+        // Finishing within a rounding error of the earliest counts as now,
+        // so two copies that end together do not take two steps.
+        const double left = remaining[i] - rate_of(i) * step;
+        ends = left <= 1e-9 * transfer_bytes[i] || remaining[i] / rate_of(i) <= step * (1.0 + 1e-12);
+        remaining[i] = ends ? 0.0 : left;
+      } else if (fixed_end[i] - now <= step) {  // the very expression `step` is the minimum of
+        if (transfer_bytes[i] > 0.0) {
+          transferring[i] = true;  // latency paid; the bytes start moving
+        } else {
+          ends = true;
+        }
+      }
+      if (ends) {
+        report.ops[i].end_ms = then;
+        running[r] = idle;
+        finished.push_back(i);
+      }
+    }
+    now = then;
+    release();  // the ready queues order by (time, id), so release order does not matter
+  }
+
+  if (done != n) {
+    throw pipeline_error("chunkpipe: simulate: " + std::to_string(n - done) +
+                         " ops never became ready; the plan's waits form a cycle");
+  }
+  return report;
+}
+
+inline Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine) {
+  if (work.chunk_elems == 0) throw config_error("chunkpipe: simulate: chunk_elems must be at least 1 (got 0)");
+  const Resolved r = resolve(policy, depth);
+  PlanShape shape;
+  shape.stages = static_cast<int>(work.stage_ns_per_elem.size());
+  const std::size_t chunks = (work.elems + work.chunk_elems - 1) / work.chunk_elems;
+  return simulate(make_plan(r.policy, r.depth, shape, chunks), work, machine);
+}
+
+inline Workload lesson_workload(std::size_t chunk_elems, double kernel_ms) {
+  if (chunk_elems == 0) throw config_error("chunkpipe: lesson_workload: chunk_elems must be at least 1 (got 0)");
+  detail::require_figure(kernel_ms, "kernel_ms", false);
+  Workload w;
+  w.elems = lesson_elems;
+  w.chunk_elems = chunk_elems;
+  w.in_bytes_per_elem = sizeof(float);
+  w.out_bytes_per_elem = sizeof(float);
+  w.stage_ns_per_elem = {kernel_ms * 1e6 / static_cast<double>(lesson_elems)};
+  return w;
+}
+
+namespace machines {
+
+inline Machine h200() {
+  Machine m;
+  m.link.name = "H200 PCIe Gen5 x16";
+  // shared/DEVICE.md, measured 2026-11-29 with pinned memory, 1 GiB per
+  // figure: H2D 53 to 55 GB/s, D2H 54 to 55, both at once 97 to 100 in total.
+  m.link.h2d_gbps = 54.5;
+  m.link.d2h_gbps = 54.5;
+  m.link.both_gbps = 98.5;
+  // Assumed, not measured: about 3 us per copy in all (2 us latency plus
+  // the 1 us op overhead below) is what makes DEVICE.md's 53 GB/s at 4 MiB
+  // chunks and 55 at 256 MiB come out. Replace with a measured figure.
+  m.link.latency_us = 2.0;
+  // asyncEngineCount 3 (DEVICE.md): H2D and D2H each have an engine.
+  m.link.copy_engines = 3;
+  // Assumed: one host thread copying into pinned memory. Replace with a
+  // measured figure before trusting predictions of staged (pageable) runs.
+  m.host_copy_gbps = 10.0;
+  // Assumed: the gap between two dependent ops on the GPU, launch-scale.
+  m.op_overhead_us = 1.0;
+  return m;
+}
+
+inline Machine t4_lesson() {
+  // Day 54's table, re-verified 2026-09-02 on a Tesla T4 (CUDA 13.0): each
+  // one-way pass moves 1 GiB (2^30 bytes) in 16 chunks of 64 MiB. Bandwidth
+  // is bytes over the pass's time, so per-chunk costs are already inside it:
+  // latency and overhead are 0 here to avoid paying them twice.
+  constexpr double gib = 1073741824.0;
+  Machine m;
+  m.link.name = "Tesla T4 (lesson day 54)";
+  m.link.h2d_gbps = gib / 87.809e-3 / 1e9;  // "h2d only 87.809 ms": 12.23 GB/s
+  m.link.d2h_gbps = gib / 82.444e-3 / 1e9;  // "d2h only 82.444 ms": 13.02 GB/s
+  // The page measured no two-way figure: assume no penalty.
+  m.link.both_gbps = m.link.h2d_gbps + m.link.d2h_gbps;
+  m.link.latency_us = 0.0;
+  m.link.copy_engines = 3;  // the program printed asyncEngineCount 3
+  m.host_copy_gbps = 0.0;   // unknown: the lesson's buffers are pinned, nothing is staged
+  m.op_overhead_us = 0.0;
+  return m;
+}
+
+}  // namespace machines
+
+}  // namespace chunkpipe

@@ -1,0 +1,107 @@
+// The simulator: runs a plan against a model of the machine and predicts its
+// timeline, without a GPU. Host-only C++, no CUDA.
+//
+// The model is the lesson's: the GPU has an H2D copy engine, a D2H copy
+// engine and the SMs, and they work at the same time; what serialises work
+// is the plan's queues and waits, not the hardware. A copy costs latency +
+// bytes / bandwidth, and when both directions run at once they share the
+// link's two-way bandwidth, which on PCIe is less than the sum of the two
+// one-way figures. A kernel costs its elements times a per-element time.
+// That is enough to reproduce the arithmetic of the lesson pages: serial
+// costs the sum of the stages, a deep pipeline costs fill + N x the slowest
+// stage + drain, and two slots on two streams cost about half the serial
+// chain, not the slowest stage (the lesson's failed prediction 2).
+//
+// What it leaves out: launch latency on the host (it assumes the host
+// enqueues faster than the GPU drains), caches, clocks, and a kernel that
+// shares the SMs with another; every kernel has the SMs to itself.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace chunkpipe {
+
+/// A machine to simulate on.
+struct Machine {
+  /// Bandwidths, two-way total, per-copy latency and the number of copy
+  /// engines (1: H2D and D2H share one and never overlap).
+  LinkModel link;
+  /// One host thread's memcpy rate in GB/s, for host-in and host-out
+  /// staging ops; 0 means unknown, and plans that stage are then refused.
+  double host_copy_gbps = 0.0;
+  /// Fixed cost of every op (copy, kernel or host copy) in microseconds.
+  double op_overhead_us = 0.0;
+};
+
+/// The work a plan's ops do.
+struct Workload {
+  std::size_t elems = 0;              ///< elements in the run
+  std::size_t chunk_elems = 0;        ///< elements per chunk; the last may be short
+  std::size_t in_bytes_per_elem = 4;  ///< over all inputs (saxpy's x and y: 8)
+  std::size_t out_bytes_per_elem = 4; ///< over all outputs
+  std::vector<double> stage_ns_per_elem;  ///< kernel time per element, one per stage
+};
+
+/// Predicts how `plan` runs `work` on `machine`.
+///
+/// An op starts once the op before it on its queue and every op it waits
+/// for have finished, and its resource is free: the H2D engine, the D2H
+/// engine (one shared engine when link.copy_engines == 1), the SMs (one
+/// kernel at a time) or its host queue's thread. A resource serves ops in
+/// the order they became ready, ties to the lower op id. Copies in opposite
+/// directions share the link as a fluid: their rates are recomputed
+/// whenever a copy starts or ends. Ops of chunks past the end of the run
+/// take no time.
+///
+/// Returns a Report with predicted = true and the machine's link, so
+/// floor_ms() and efficiency() work on it. Never blocks. Throws
+/// config_error when the workload does not fit the plan (stage count,
+/// too few chunks, chunk_elems 0), when a figure is negative or not finite,
+/// when the link's bandwidths are not above 0, when the plan stages
+/// through the host and host_copy_gbps is not known, or when the plan is
+/// malformed (ids out of order, a wait on an op not issued before it).
+Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
+
+/// Builds the plan for `policy` and `depth` (resolve()d: automatic becomes
+/// stage_streams, depth 0 the default) with one stage per entry of
+/// work.stage_ns_per_elem, no host staging, and enough chunks of
+/// work.chunk_elems for work.elems, then simulates it. It does not split
+/// the window into grains as a pipeline's automatic policy does: to predict
+/// that, pass the policy, depth and chunk_elems of
+/// detail::resolve_geometry(options, true). Throws what resolve(),
+/// make_plan() and simulate() throw.
+Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine);
+
+/// Elements in the lesson's run: 1 GiB of float.
+inline constexpr std::size_t lesson_elems = std::size_t{1} << 28;
+
+/// The lesson's workload: 1 GiB of float in, 1 GiB out, one kernel that
+/// takes `kernel_ms` over the whole array (the lesson's "kernel only"
+/// pass), cut into chunks of `chunk_elems`. Throws config_error for a
+/// chunk_elems of 0 or a negative kernel time.
+Workload lesson_workload(std::size_t chunk_elems, double kernel_ms);
+
+/// Machines with their numbers and where they come from.
+namespace machines {
+
+/// The GPU test machine of DEVICE.md: one H200 on PCIe Gen5 x16, pinned
+/// copies measured at about 54.5 GB/s each way and 98.5 GB/s both ways at
+/// once, asyncEngineCount 3. Per-copy latency and per-op overhead are
+/// assumed (see the definition) until measured.
+Machine h200();
+
+/// The lesson's Tesla T4 (day 54's table): bandwidths from its "h2d only"
+/// (87.809 ms) and "d2h only" (82.444 ms) passes over 1 GiB, 3 copy
+/// engines, no known two-way penalty (both = the sum).
+Machine t4_lesson();
+
+}  // namespace machines
+
+}  // namespace chunkpipe
+
+#include <chunkpipe/detail/simulate.inl>

@@ -1,0 +1,266 @@
+// GPU tests of ChunkedPipeline: every policy and depth against serial (bit
+// for bit) and against a host reference, with fresh random inputs and
+// poisoned outputs, ragged tails, several inputs and outputs, several
+// stages, a Thrust chunk stage, pageable memory, async runs and errors.
+#include <chunkpipe/pipeline.cuh>
+
+#include "catch.hpp"
+
+#include <thrust/execution_policy.h>
+#include <thrust/sort.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+using namespace chunkpipe;
+
+namespace {
+
+// The lesson's kernel: a chain of FMAs, so results depend on every step.
+struct Chain {
+  int iters = 64;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const {
+    for (int k = 0; k < iters; ++k) x = fmaf(x, 0.999f, 0.0625f);
+    return x;
+  }
+};
+
+struct Saxpy {
+  float a;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x, float y) const { return fmaf(a, x, y); }
+};
+
+struct Scale {
+  float s;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const { return x * s; }
+};
+
+struct Quantise {
+  CHUNKPIPE_HOST_DEVICE std::int8_t operator()(float x) const {
+    const float c = fminf(fmaxf(x, -128.f), 127.f);
+    return static_cast<std::int8_t>(rintf(c));
+  }
+};
+
+struct SplitSign {  // two outputs of two types
+  CHUNKPIPE_HOST_DEVICE ::cuda::std::tuple<float, int> operator()(float x, float y) const {
+    return {x - y, x > y ? 1 : -1};
+  }
+};
+
+struct SortChunk {  // Thrust on the chunk's stream, in place
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto s = ctx.template in<0>();
+    thrust::sort(thrust::cuda::par_nosync.on(ctx.stream), s.begin(), s.end());
+  }
+};
+
+struct Throws {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    if (ctx.chunk == 3) throw std::runtime_error("stage failed on chunk 3");
+  }
+};
+
+float host_quantise(float x) { return static_cast<float>(std::lrint(std::fmin(std::fmax(x, -128.f), 127.f))); }
+
+std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.f, float hi = 1.f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// Pinned host memory for the tests that want direct copies.
+template <class T>
+struct PinnedVector {
+  explicit PinnedVector(std::size_t n) : n_(n), buf_(n * sizeof(T)) {}
+  T* data() const { return reinterpret_cast<T*>(buf_.data()); }
+  std::size_t size() const { return n_; }
+  T& operator[](std::size_t i) { return data()[i]; }
+  std::size_t n_;
+  PinnedBuffer buf_;
+};
+
+template <class V>
+void poison(V& v) {
+  std::memset(v.data(), 0xFF, v.size() * sizeof(v.data()[0]));  // NaN as float
+}
+
+const Policy all_policies[] = {Policy::serial, Policy::slot_streams, Policy::stage_streams, Policy::automatic};
+
+}  // namespace
+
+TEST_CASE("every policy and depth matches serial bit for bit and the host reference", "[gpu]") {
+  const std::size_t n = (std::size_t{1} << 20) + 12345;  // ragged last chunk
+  const auto x = random_floats(n, 1);
+  PinnedVector<float> in(n), out(n);
+  std::memcpy(in.data(), x.data(), n * sizeof(float));
+  const Chain f{};
+
+  ChunkedPipeline<Map<Chain>> serial({.chunk_elems = 1 << 16, .policy = Policy::serial});
+  poison(out);
+  serial.run(in, out);
+  std::vector<float> want(out.data(), out.data() + n);
+  for (std::size_t i = 0; i < n; i += 997) REQUIRE(std::fabs(want[i] - f(x[i])) <= 1e-5f * std::fabs(f(x[i])) + 1e-6f);
+
+  for (Policy policy : all_policies) {
+    for (int depth = 1; depth <= 4; ++depth) {
+      for (std::size_t chunk : {std::size_t{1} << 14, std::size_t{100003}}) {
+        ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = chunk, .depth = depth, .policy = policy, .grain_elems = 1 << 12});
+        poison(out);
+        pipe.run(in, out);
+        INFO(to_string(policy) << " depth " << depth << " chunk " << chunk);
+        REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a run smaller than one chunk, an empty run, and reuse across sizes", "[gpu]") {
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 20}, Map<Scale>{{3.f}});
+  for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{3} << 20, std::size_t{1000}}) {
+    const auto x = random_floats(n, static_cast<unsigned>(n));
+    std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
+    pipe.run(x, y);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == x[i] * 3.f);
+  }
+  std::vector<float> none, untouched(4, std::numeric_limits<float>::quiet_NaN());
+  pipe.run(none, untouched);
+  for (float v : untouched) REQUIRE(std::isnan(v));
+}
+
+TEST_CASE("several inputs and outputs, pinned and pageable mixed", "[gpu]") {
+  const std::size_t n = 3'000'001;
+  const auto x = random_floats(n, 2), y = random_floats(n, 3);
+  for (Policy policy : all_policies) {
+    PinnedVector<float> py(n);
+    std::memcpy(py.data(), y.data(), n * sizeof(float));
+    std::vector<float> z(n, std::numeric_limits<float>::quiet_NaN());
+    ChunkedPipeline<Map<Saxpy>> saxpy({.chunk_elems = 1 << 18, .depth = 3, .policy = policy}, Map<Saxpy>{{2.5f}});
+    saxpy.run(inputs(x, py), outputs(z));  // x pageable (staged), y pinned (direct)
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(z[i] == std::fma(2.5f, x[i], y[i]));
+
+    std::vector<float> diff(n, std::numeric_limits<float>::quiet_NaN());
+    PinnedVector<int> sign(n);
+    poison(sign);
+    ChunkedPipeline<Map<SplitSign>> split({.chunk_elems = 1 << 18, .policy = policy});
+    split.run(inputs(x, y), outputs(diff, sign));
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(diff[i] == x[i] - y[i]);
+      REQUIRE(sign[i] == (x[i] > y[i] ? 1 : -1));
+    }
+  }
+}
+
+TEST_CASE("stages in a row with a type change, and a Thrust chunk stage", "[gpu]") {
+  const std::size_t n = 2'000'000, chunk = 1 << 18;
+  const auto x = random_floats(n, 4, -200.f, 200.f);
+  for (Policy policy : all_policies) {
+    for (int depth : {1, 2, 3}) {
+      auto pipe = make_pipeline(Options{.chunk_elems = chunk, .depth = depth, .policy = policy},
+                                map(Scale{0.75f}), map(Quantise{}), chunk_fn(SortChunk{}));
+      std::vector<std::int8_t> q(n, 0x5A);
+      pipe.run(x, q);
+      INFO(to_string(policy) << " depth " << depth);
+      for (std::size_t begin = 0; begin < n; begin += chunk) {
+        const std::size_t count = std::min(chunk, n - begin);
+        std::vector<std::int8_t> want(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          want[i] = static_cast<std::int8_t>(host_quantise(x[begin + i] * 0.75f));
+        }
+        std::sort(want.begin(), want.end());
+        REQUIRE(std::memcmp(q.data() + begin, want.data(), count) == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("run_async returns a ticket; runs queue behind each other", "[gpu]") {
+  const std::size_t n = 1 << 21;
+  const auto x = random_floats(n, 5);
+  PinnedVector<float> in(n), a(n), b(n);
+  std::memcpy(in.data(), x.data(), n * sizeof(float));
+  poison(a);
+  poison(b);
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 16, .depth = 3}, Map<Scale>{{-2.f}});
+  RunTicket first = pipe.run_async(in, a);
+  RunTicket second = pipe.run_async(in, b);  // same slots: ordered after the first
+  second.wait();
+  first.wait();
+  REQUIRE(first.ready());
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(a[i] == -2.f * x[i]);
+    REQUIRE(b[i] == -2.f * x[i]);
+  }
+
+  // Pageable data is driven by a chunkpipe thread; the ticket still waits.
+  std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
+  RunTicket third = pipe.run_async(x, out);
+  third.wait();
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == -2.f * x[i]);
+}
+
+TEST_CASE("profiling records every op without changing the result", "[gpu]") {
+  const std::size_t n = 1 << 20;
+  const auto x = random_floats(n, 6);
+  std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3, .policy = Policy::stage_streams, .profile = true});
+  pipe.run(x, y);
+  for (std::size_t i = 0; i < n; i += 101) REQUIRE(y[i] == Chain{}(x[i]));
+  const Report& r = pipe.report();
+  REQUIRE(r.chunks == 16);
+  REQUIRE(r.ops.size() == 16 * 5);  // host-in, h2d, stage, d2h, host-out
+  for (const TimedOp& op : r.ops) {
+    REQUIRE(op.end_ms >= op.start_ms);
+    REQUIRE(op.start_ms >= -0.5);
+  }
+  REQUIRE(r.bytes_in == n * sizeof(float));
+}
+
+TEST_CASE("bad input throws config_error before anything runs", "[gpu][errors]") {
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 10});
+  std::vector<float> a(10), b(5);
+  REQUIRE_THROWS_AS(pipe.run(a, b), config_error);
+  REQUIRE_THROWS_AS(ChunkedPipeline<Map<Scale>>({.device = 4096}), config_error);
+
+  // Slots that cannot fit in device memory: say how much, and do nothing.
+  ChunkedPipeline<Map<Scale>> huge({.chunk_elems = std::size_t{1} << 40, .depth = 2});
+  std::vector<float> x(16, 1.f), y(16, std::numeric_limits<float>::quiet_NaN());
+  try {
+    huge.run(x, y);
+    FAIL("expected config_error");
+  } catch (const config_error& e) {
+    REQUIRE(std::string(e.what()).find("are free on device") != std::string::npos);
+  }
+  for (float v : y) REQUIRE(std::isnan(v));
+  REQUIRE(huge.healthy());
+}
+
+TEST_CASE("a throwing stage stops the run, drains it, and leaves the pipeline usable", "[gpu][errors]") {
+  const std::size_t n = 1 << 20;
+  const auto x = random_floats(n, 7);
+  std::vector<float> y(n);
+  for (Policy policy : all_policies) {
+    ChunkedPipeline<Map<Scale>, ChunkFn<Throws>> pipe({.chunk_elems = 1 << 16, .depth = 3, .policy = policy},
+                                                      Map<Scale>{{2.f}}, ChunkFn<Throws>{});
+    try {
+      pipe.run(x, y);
+      FAIL("expected the stage's error");
+    } catch (const std::runtime_error& e) {
+      REQUIRE(std::string(e.what()) == "stage failed on chunk 3");
+    }
+    REQUIRE(pipe.healthy());
+    std::vector<float> small(3 * (1 << 16), std::numeric_limits<float>::quiet_NaN());  // chunks 0..2 only
+    const auto sx = random_floats(small.size(), 8);
+    pipe.run(sx, small);
+    for (std::size_t i = 0; i < small.size(); ++i) REQUIRE(small[i] == 2.f * sx[i]);
+  }
+}

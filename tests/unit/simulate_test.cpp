@@ -1,0 +1,322 @@
+// The simulator reproduces the lesson's arithmetic (serial = sum of stages,
+// a deep pipeline = fill + N x slowest + drain, two slots on two streams =
+// about half the serial chain), its published T4 table, and the fluid
+// sharing of the link when both directions run at once.
+#include <chunkpipe/simulate.hpp>
+
+#include "catch.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+using namespace chunkpipe;
+
+namespace {
+
+bool near(double a, double b, double rel = 1e-9) { return std::fabs(a - b) <= rel * std::max(1.0, std::fabs(b)); }
+
+/// A link with round numbers and no per-op costs, so expected times are
+/// exact sums.
+Machine ideal(double h2d_gbps, double d2h_gbps, double both_gbps = 0.0) {
+  Machine m;
+  m.link.name = "ideal";
+  m.link.h2d_gbps = h2d_gbps;
+  m.link.d2h_gbps = d2h_gbps;
+  m.link.both_gbps = both_gbps;
+  m.host_copy_gbps = 4.0;
+  return m;
+}
+
+/// Chunks of 1e6 floats: 4 MB each way, so at 4 GB/s a copy takes 1 ms.
+Workload chunks_of_4mb(std::size_t chunks, double stage_ms_per_chunk) {
+  Workload w;
+  w.chunk_elems = 1000000;
+  w.elems = chunks * w.chunk_elems;
+  w.stage_ns_per_elem = {stage_ms_per_chunk * 1e6 / 1e6};
+  return w;
+}
+
+const TimedOp& find(const Report& r, std::size_t chunk, OpKind kind) {
+  for (const TimedOp& op : r.ops) {
+    if (op.chunk == chunk && op.kind == kind) return op;
+  }
+  FAIL("op not found");
+  return r.ops.front();
+}
+
+}  // namespace
+
+TEST_CASE("serial costs the sum of the stages", "[simulate]") {
+  // h2d 1 ms (4 GB/s), kernel 3 ms, d2h 2 ms (2 GB/s) per chunk.
+  const Report r = simulate(Policy::serial, 1, chunks_of_4mb(10, 3.0), ideal(4.0, 2.0));
+  REQUIRE(r.predicted);
+  REQUIRE(r.ops.size() == 30);
+  CHECK(near(makespan_ms(r), 10 * (1.0 + 3.0 + 2.0)));
+  CHECK(near(busy_ms(r, OpKind::h2d), 10.0));
+  CHECK(near(stage_ms(r), 30.0));
+  CHECK(near(busy_ms(r, OpKind::d2h), 20.0));
+  CHECK(near(overlap(r), 1.0));  // nothing ever overlaps on one stream
+}
+
+TEST_CASE("a deep stage_streams pipeline costs fill + N x slowest + drain", "[simulate]") {
+  const std::size_t n = 20;
+  SECTION("the kernel is the slowest stage") {
+    const Report r = simulate(Policy::stage_streams, 4, chunks_of_4mb(n, 3.0), ideal(4.0, 2.0));
+    CHECK(near(makespan_ms(r), 1.0 + n * 3.0 + 2.0));
+    CHECK(near(floor_ms(r), n * 3.0));
+  }
+  SECTION("the copy in is the slowest stage") {
+    // h2d 3 ms (4 MB at 4/3 GB/s), kernel 1 ms, d2h 2 ms.
+    const Report r = simulate(Policy::stage_streams, 3, chunks_of_4mb(n, 1.0), ideal(4.0 / 3.0, 2.0));
+    CHECK(near(makespan_ms(r), n * 3.0 + 1.0 + 2.0));
+  }
+}
+
+TEST_CASE("two slots on two streams cost half the serial chain, not the slowest stage", "[simulate]") {
+  // The lesson's failed prediction 2: with balanced stages of t, the double
+  // buffer does not reach floor + two edges; each stream runs its own chunks
+  // serially, and that chain (half the serial total) is the bound.
+  const double t = 2.0;
+  const std::size_t n = 16;
+  const Workload w = chunks_of_4mb(n, t);
+  const Machine m = ideal(2.0, 2.0);
+  const double serial = makespan_ms(simulate(Policy::serial, 1, w, m));
+  const Report two = simulate(Policy::slot_streams, 2, w, m);
+  CHECK(near(serial, n * 3 * t));
+  const double half = serial / 2.0;
+  INFO("serial " << serial << " ms, double buffer " << makespan_ms(two) << " ms");
+  CHECK(makespan_ms(two) >= half - 1e-9);
+  CHECK(makespan_ms(two) <= half + 2 * t);
+  CHECK(makespan_ms(two) > floor_ms(two) + 2 * t + 1.0);  // the lesson's wrong bound
+  // Three slots on per-kind streams do reach it.
+  const Report three = simulate(Policy::stage_streams, 3, w, m);
+  CHECK(near(makespan_ms(three), t + n * t + t));
+}
+
+TEST_CASE("deeper and finer pipelines approach the floor", "[simulate]") {
+  const Machine m = ideal(4.0, 4.0, 6.0);
+  SECTION("depth") {
+    double last = 1e300;
+    for (int depth : {1, 2, 3, 4, 8}) {
+      const Report r = simulate(Policy::stage_streams, depth, chunks_of_4mb(32, 0.5), m);
+      INFO("depth " << depth << ": " << makespan_ms(r) << " ms, floor " << floor_ms(r));
+      CHECK(makespan_ms(r) <= last * (1.0 + 1e-9));
+      last = makespan_ms(r);
+      if (depth >= 3) CHECK(efficiency(r) > 0.9);
+    }
+  }
+  SECTION("chunk count at a fixed total") {
+    double last = 0.0;
+    for (std::size_t chunks : {4, 16, 64, 256}) {
+      Workload w = chunks_of_4mb(64, 0.5);
+      w.chunk_elems = w.elems / chunks;
+      const Report r = simulate(Policy::stage_streams, 3, w, m);
+      INFO(chunks << " chunks: efficiency " << efficiency(r));
+      CHECK(efficiency(r) > last);
+      CHECK(efficiency(r) <= 1.0 + 1e-9);
+      last = efficiency(r);
+    }
+    CHECK(last > 0.98);
+  }
+}
+
+TEST_CASE("copies in both directions share the link as a fluid", "[simulate]") {
+  // Two chunks, a kernel that takes no time: chunk 0's copy out and chunk
+  // 1's copy in start together at 0.4 ms and share the link until one ends.
+  const Workload w = chunks_of_4mb(2, 0.0);
+  SECTION("no two-way penalty: both run at full speed") {
+    const Report r = simulate(Policy::stage_streams, 2, w, ideal(10.0, 10.0, 20.0));
+    CHECK(near(find(r, 1, OpKind::h2d).end_ms, 0.8));
+    CHECK(near(makespan_ms(r), 1.2));
+  }
+  SECTION("a two-way total below the sum slows both") {
+    const Report r = simulate(Policy::stage_streams, 2, w, ideal(10.0, 10.0, 15.0));
+    const double shared = 0.4 + 4e6 / 7.5e6;  // each gets half of 15 GB/s
+    CHECK(near(find(r, 0, OpKind::d2h).start_ms, 0.4));
+    CHECK(near(find(r, 1, OpKind::h2d).start_ms, 0.4));
+    CHECK(near(find(r, 0, OpKind::d2h).end_ms, shared));
+    CHECK(near(find(r, 1, OpKind::h2d).end_ms, shared));
+    CHECK(near(makespan_ms(r), shared + 0.4));
+    CHECK(makespan_ms(r) >= floor_ms(r));
+  }
+  SECTION("what one direction cannot use goes to the other") {
+    // D2H is capped at 2 GB/s, so H2D gets 8 of the 10 both ways; once H2D
+    // is done D2H still runs at 2.
+    const Report r = simulate(Policy::stage_streams, 2, w, ideal(10.0, 2.0, 10.0));
+    CHECK(near(find(r, 1, OpKind::h2d).end_ms, 0.4 + 4e6 / 8e6));
+    CHECK(near(find(r, 0, OpKind::d2h).end_ms, 0.4 + 4e6 / 2e6));
+  }
+  SECTION("one copy engine: the directions take turns, in the order they became ready") {
+    Machine m = ideal(10.0, 10.0, 20.0);
+    m.link.copy_engines = 1;
+    // A 0.1 ms kernel: chunk 1's copy in is ready at 0.4, chunk 0's copy
+    // out only at 0.5, so it waits for the engine.
+    const Report r = simulate(Policy::stage_streams, 2, chunks_of_4mb(2, 0.1), m);
+    CHECK(near(find(r, 1, OpKind::h2d).start_ms, 0.4));
+    CHECK(near(find(r, 0, OpKind::d2h).start_ms, 0.8));
+    CHECK(near(find(r, 1, OpKind::d2h).start_ms, 1.2));
+    CHECK(near(makespan_ms(r), 1.6));
+    CHECK(near(floor_ms(r), 1.6));  // no overlap possible: in + out
+  }
+}
+
+TEST_CASE("latency and per-op overhead are paid once per op", "[simulate]") {
+  Machine m = ideal(4.0, 4.0);
+  m.link.latency_us = 50.0;
+  m.op_overhead_us = 10.0;
+  const Report r = simulate(Policy::serial, 1, chunks_of_4mb(3, 1.0), m);
+  const TimedOp& in = find(r, 0, OpKind::h2d);
+  const TimedOp& kernel = find(r, 0, OpKind::stage);
+  CHECK(near(in.end_ms - in.start_ms, 0.010 + 0.050 + 1.0));
+  CHECK(near(kernel.end_ms - kernel.start_ms, 0.010 + 1.0));
+  CHECK(near(makespan_ms(r), 3 * (2 * 1.06 + 1.01)));
+}
+
+TEST_CASE("a short last chunk costs its share, chunks past the end cost nothing", "[simulate]") {
+  Workload w = chunks_of_4mb(2, 3.0);
+  w.elems += w.chunk_elems / 2;  // 2.5 chunks
+  const Machine m = ideal(4.0, 2.0);
+  const Report r = simulate(Policy::serial, 1, w, m);
+  REQUIRE(r.chunks == 3);
+  CHECK(find(r, 2, OpKind::h2d).elems == w.chunk_elems / 2);
+  CHECK(find(r, 2, OpKind::h2d).bytes == w.chunk_elems / 2 * 4);
+  CHECK(near(makespan_ms(r), 2.5 * 6.0));
+  CHECK(r.bytes_in == w.elems * 4);
+
+  // A plan longer than the run: the extra chunk's ops take no time.
+  PlanShape shape;
+  const Report longer = simulate(make_plan(Policy::stage_streams, 2, shape, 5), w, m);
+  CHECK(near(makespan_ms(longer), makespan_ms(simulate(Policy::stage_streams, 2, w, m))));
+  for (const TimedOp& op : longer.ops) {
+    if (op.chunk >= 3) CHECK(op.end_ms == op.start_ms);
+  }
+}
+
+TEST_CASE("every prediction honours queue order, waits and one op per resource", "[simulate]") {
+  const Machine m = machines::h200();
+  for (Policy policy : {Policy::serial, Policy::slot_streams, Policy::stage_streams}) {
+    for (int depth : {1, 2, 3, 5}) {
+      for (int staging = 0; staging < 4; ++staging) {
+        PlanShape shape;
+        shape.stages = 2;
+        shape.in_place = {false, true};
+        shape.stage_in = (staging & 1) != 0;
+        shape.stage_out = (staging & 2) != 0;
+        const Resolved res = resolve(policy, depth);
+        Workload w;
+        w.chunk_elems = 1 << 20;
+        w.elems = 7 * w.chunk_elems + 12345;
+        w.stage_ns_per_elem = {0.3, 1.1};
+        const Plan plan = make_plan(res.policy, res.depth, shape, 8);
+        const Report r = simulate(plan, w, m);
+        INFO(to_string(policy) << " depth " << depth << " staging " << staging);
+        REQUIRE(r.ops.size() == plan.ops.size());
+        std::vector<double> tail_end(plan.queues.size(), 0.0);
+        for (const Op& op : plan.ops) {
+          const TimedOp& t = r.ops[op.id];
+          REQUIRE(t.end_ms >= t.start_ms);
+          REQUIRE(t.start_ms >= tail_end[static_cast<std::size_t>(op.queue)] - 1e-12);
+          tail_end[static_cast<std::size_t>(op.queue)] = t.end_ms;
+          for (std::size_t wait : op.waits) REQUIRE(t.start_ms >= r.ops[wait].end_ms - 1e-12);
+        }
+        // The SMs and each copy engine run one op at a time.
+        for (OpKind kind : {OpKind::h2d, OpKind::stage, OpKind::d2h}) {
+          double sum = 0.0;
+          for (const TimedOp& t : r.ops) {
+            if (t.kind == kind) sum += t.end_ms - t.start_ms;
+          }
+          REQUIRE(near(sum, busy_ms(r, kind), 1e-9));
+        }
+        REQUIRE(makespan_ms(r) >= floor_ms(r) * (1.0 - 1e-12));
+      }
+    }
+  }
+}
+
+TEST_CASE("the lesson's T4 table: naive within 3%, double buffer within 10%", "[simulate][lesson]") {
+  // Day 54: 16 chunks of 64 MiB; h2d only 87.809, kernel only 43.700, d2h
+  // only 82.444 ms; measured naive 211.246 ms and double buffer 115.465 ms.
+  const Machine t4 = machines::t4_lesson();
+  const Workload w = lesson_workload(16 << 20, 43.700);
+  REQUIRE(w.elems == lesson_elems);
+  const Report naive = simulate(Policy::serial, 1, w, t4);
+  const Report twice = simulate(Policy::slot_streams, 2, w, t4);
+  REQUIRE(naive.chunks == 16);
+  // The component passes come back out.
+  CHECK(near(busy_ms(naive, OpKind::h2d), 87.809, 1e-6));
+  CHECK(near(stage_ms(naive), 43.700, 1e-6));
+  CHECK(near(busy_ms(naive, OpKind::d2h), 82.444, 1e-6));
+  CHECK(near(makespan_ms(naive), 213.953, 1e-6));  // the page's "naive bound (sum)"
+  CHECK(near(floor_ms(naive), 87.809, 1e-6));      // its "pipeline floor (max)"
+  INFO("predicted naive " << makespan_ms(naive) << " ms, double buffer " << makespan_ms(twice) << " ms");
+  CHECK(std::fabs(makespan_ms(naive) - 211.246) / 211.246 < 0.03);
+  CHECK(std::fabs(makespan_ms(twice) - 115.465) / 115.465 < 0.10);
+  // The lesson's prediction 4 held: at least 1.6x.
+  CHECK(makespan_ms(naive) / makespan_ms(twice) > 1.6);
+}
+
+TEST_CASE("the H200 model against the lesson's program run there", "[simulate][lesson]") {
+  // DEVICE.md: double_buffer.cu on the H200: kernel only 4.61 ms, naive
+  // 44.62 ms, double buffer 24.61 ms.
+  const Workload w = lesson_workload(16 << 20, 4.61);
+  const Report naive = simulate(Policy::serial, 1, w, machines::h200());
+  const Report twice = simulate(Policy::slot_streams, 2, w, machines::h200());
+  INFO("predicted naive " << makespan_ms(naive) << " ms, double buffer " << makespan_ms(twice) << " ms");
+  CHECK(std::fabs(makespan_ms(naive) - 44.62) / 44.62 < 0.05);
+  CHECK(std::fabs(makespan_ms(twice) - 24.61) / 24.61 < 0.10);
+  // DEVICE.md: the floor is about 21.5 to 22 ms.
+  CHECK(floor_ms(naive) > 21.5);
+  CHECK(floor_ms(naive) < 22.0);
+}
+
+TEST_CASE("host staging ops run on their own threads at the host copy rate", "[simulate]") {
+  PlanShape shape;
+  shape.stage_in = shape.stage_out = true;
+  const Plan plan = make_plan(Policy::stage_streams, 3, shape, 4);
+  Machine m = ideal(8.0, 8.0);
+  m.host_copy_gbps = 2.0;
+  const Report r = simulate(plan, chunks_of_4mb(4, 0.5), m);
+  const TimedOp& in = find(r, 0, OpKind::host_in);
+  CHECK(near(in.end_ms - in.start_ms, 2.0));
+  CHECK(near(busy_ms(r, OpKind::host_in), 8.0));  // one thread: never two at once
+  CHECK(near(find(r, 0, OpKind::h2d).start_ms, 2.0));
+  m.host_copy_gbps = 0.0;
+  REQUIRE_THROWS_AS(simulate(plan, chunks_of_4mb(4, 0.5), m), config_error);
+}
+
+TEST_CASE("the simulator refuses what it cannot model", "[simulate][errors]") {
+  const Machine m = ideal(4.0, 4.0);
+  const Plan plan = make_plan(Policy::stage_streams, 2, PlanShape{}, 4);
+  Workload w = chunks_of_4mb(4, 1.0);
+  REQUIRE(simulate(plan, w, m).ops.size() == plan.ops.size());
+
+  Workload zero = w;
+  zero.chunk_elems = 0;
+  REQUIRE_THROWS_AS(simulate(plan, zero, m), config_error);
+  REQUIRE_THROWS_AS(simulate(Policy::serial, 1, zero, m), config_error);
+  Workload stages = w;
+  stages.stage_ns_per_elem = {1.0, 1.0};
+  REQUIRE_THROWS_AS(simulate(plan, stages, m), config_error);
+  Workload more = w;
+  more.elems += 1;  // needs a fifth chunk
+  REQUIRE_THROWS_AS(simulate(plan, more, m), config_error);
+  Workload negative = w;
+  negative.stage_ns_per_elem = {-1.0};
+  REQUIRE_THROWS_AS(simulate(plan, negative, m), config_error);
+
+  Machine no_link = m;
+  no_link.link.h2d_gbps = 0.0;
+  REQUIRE_THROWS_AS(simulate(plan, w, no_link), config_error);
+  Machine nan = m;
+  nan.link.latency_us = std::nan("");
+  REQUIRE_THROWS_AS(simulate(plan, w, nan), config_error);
+
+  Plan broken = plan;
+  broken.ops[1].waits.push_back(5);  // waits on an op issued after it
+  REQUIRE_THROWS_AS(simulate(broken, w, m), config_error);
+
+  REQUIRE_THROWS_AS(lesson_workload(0, 1.0), config_error);
+  REQUIRE_THROWS_AS(lesson_workload(1 << 20, -1.0), config_error);
+}
