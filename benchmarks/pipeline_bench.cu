@@ -24,6 +24,7 @@
 // Prints a table per intensity and the targets, and writes --csv and --svg.
 
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/simulate.hpp>
 
 #include <cuda_runtime.h>
 
@@ -167,6 +168,7 @@ struct Row {
   double floor_ms;
   double naive_ms;
   double enqueue_us_per_chunk;  // host time to issue one chunk (-1: not measured)
+  double predicted_ms;          // the simulator's figure for this plan (-1: none)
 };
 
 // Hand-written schedules, as the seeds wrote them.
@@ -237,6 +239,16 @@ struct Hand {
 struct Components {
   double h2d, d2h, both, kernel;
   double floor() const { return std::max({h2d, d2h, both, kernel}); }
+  // The simulator's machine, from these passes over `bytes` each way.
+  chunkpipe::Machine machine(double bytes, int engines) const {
+    chunkpipe::Machine m;
+    m.link.name = "measured";
+    m.link.h2d_gbps = bytes / 1e9 / (h2d / 1e3);
+    m.link.d2h_gbps = bytes / 1e9 / (d2h / 1e3);
+    m.link.both_gbps = 2 * bytes / 1e9 / (both / 1e3);
+    m.link.copy_engines = engines;
+    return m;
+  }
 };
 
 // Component passes at 64 MiB copies (the link is saturated from 4 MiB up).
@@ -292,7 +304,7 @@ void poison(T* p, std::size_t n) {
 }
 
 template <class T>
-int bench(const Args& a) {
+int bench(const Args& a, int engines) {
   using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<ChainedFma<T>>>;
   const std::size_t total = a.total_mib * kMiB / sizeof(T);
   chunkpipe::PinnedBuffer in_buf(total * sizeof(T)), out_buf(total * sizeof(T));
@@ -333,7 +345,8 @@ int bench(const Args& a) {
                   defaults[iters].median, c.floor() / defaults[iters].median, default_enqueue[iters]);
     }
 
-    std::printf("%9s %-24s %9s %9s %9s %7s %8s\n", "chunk", "schedule", "median", "min", "max", "eff", "vs naive");
+    std::printf("%9s %-24s %9s %9s %9s %7s %8s %9s %7s\n", "chunk", "schedule", "median", "min", "max", "eff",
+                "vs naive", "predicted", "error");
     for (std::size_t cm : a.chunks_mib) {
       const std::size_t chunk = std::min(total, cm * kMiB / sizeof(T));
       Hand<T> h(total, chunk, h_in, h_out, f);
@@ -345,18 +358,22 @@ int bench(const Args& a) {
       }
       const std::vector<T> want(h_out, h_out + total);
       double naive_ms = 0;
-      auto add = [&](const std::string& name, const std::string& family, int depth, const Timing& t, double enq) {
+      auto add = [&](const std::string& name, const std::string& family, int depth, const Timing& t, double enq,
+                     double predicted) {
         if (name == "lesson naive") naive_ms = t.median;
-        rows.push_back({iters, static_cast<double>(cm), name, family, depth, t, c.floor(), naive_ms, enq});
-        std::printf("%5zu MiB %-24s %9.3f %9.3f %9.3f %7.3f %7.2fx\n", cm, name.c_str(), t.median, t.min, t.max,
+        rows.push_back({iters, static_cast<double>(cm), name, family, depth, t, c.floor(), naive_ms, enq, predicted});
+        std::printf("%5zu MiB %-24s %9.3f %9.3f %9.3f %7.3f %7.2fx", cm, name.c_str(), t.median, t.min, t.max,
                     c.floor() / t.median, naive_ms / t.median);
+        if (predicted > 0) std::printf(" %9.3f %+6.1f%%", predicted, 100 * (predicted - t.median) / t.median);
+        std::printf("\n");
       };
+      const chunkpipe::Machine machine = c.machine(static_cast<double>(total * sizeof(T)), engines);
       auto hand = [&](const char* name, void (Hand<T>::*pass)()) {
         poison(h_out, total);
         (h.*pass)();
         check_same(name, h_out, want, chunk);
         add(name, "hand", name == std::string("lesson double buffer") ? 2 : 1, time_passes(a.runs, [&] { (h.*pass)(); }),
-            -1);
+            -1, -1);
       };
       hand("lesson naive", &Hand<T>::naive);
       hand("lesson double buffer", &Hand<T>::double_buffer);
@@ -386,7 +403,10 @@ int bench(const Args& a) {
         chunkpipe::RunTicket ticket = pipe.run_async(in, out);
         const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
         ticket.wait();
-        add(cfg.name, "chunkpipe", cfg.depth, t, us / static_cast<double>(pipe.plan_for(total).chunks));
+        const chunkpipe::Workload w{total, pipe.geometry().chunk_elems, sizeof(T), sizeof(T),
+                                    {c.kernel * 1e6 / static_cast<double>(total)}};
+        const double predicted = chunkpipe::makespan_ms(chunkpipe::simulate(pipe.plan_for(total), w, machine));
+        add(cfg.name, "chunkpipe", cfg.depth, t, us / static_cast<double>(pipe.plan_for(total).chunks), predicted);
       }
     }
   }
@@ -395,17 +415,18 @@ int bench(const Args& a) {
   {
     std::ofstream csv(a.csv);
     csv << "elem_bytes,total_mib,intensity,chunk_mib,schedule,family,depth,median_ms,min_ms,max_ms,floor_ms,"
-           "efficiency,speedup_vs_naive,issue_us_per_chunk\n";
+           "efficiency,speedup_vs_naive,issue_us_per_chunk,predicted_ms\n";
     for (const Row& r : rows) {
       csv << sizeof(T) << ',' << a.total_mib << ',' << r.intensity << ',' << r.chunk_mib << ',' << r.schedule << ','
           << r.family << ',' << r.depth << ',' << r.t.median << ',' << r.t.min << ',' << r.t.max << ','
           << r.floor_ms << ',' << r.floor_ms / r.t.median << ',' << r.naive_ms / r.t.median << ','
-          << r.enqueue_us_per_chunk << '\n';
+          << r.enqueue_us_per_chunk << ',' << r.predicted_ms << '\n';
     }
     for (const auto& [iters, t] : defaults) {
       csv << sizeof(T) << ',' << a.total_mib << ',' << iters << ",default,cp default (Options{}),chunkpipe,"
           << chunkpipe::default_depth << ',' << t.median << ',' << t.min << ',' << t.max << ','
-          << comps[iters].floor() << ',' << comps[iters].floor() / t.median << ",," << default_enqueue[iters] << '\n';
+          << comps[iters].floor() << ',' << comps[iters].floor() / t.median << ",," << default_enqueue[iters]
+          << ",-1\n";
     }
     if (!csv) std::fprintf(stderr, "warning: could not write %s\n", a.csv.c_str());
   }
@@ -516,7 +537,18 @@ int bench(const Args& a) {
                   best_hand, ok ? "" : " MISSED");
     }
   }
-  std::printf("   -> %s\nwrote %s and %s\n", t4 ? "met" : "MISSED", a.csv.c_str(), a.svg.c_str());
+  std::printf("   -> %s\n", t4 ? "met" : "MISSED");
+  std::vector<double> errors;
+  for (const Row& r : rows) {
+    if (r.predicted_ms > 0) errors.push_back(std::fabs(r.predicted_ms - r.t.median) / r.t.median);
+  }
+  if (!errors.empty()) {
+    std::sort(errors.begin(), errors.end());
+    const auto within = std::count_if(errors.begin(), errors.end(), [](double e) { return e <= 0.10; });
+    std::printf("simulator vs measured, %zu chunkpipe runs: median error %.1f%%, worst %.1f%%, %ld within 10%%\n",
+                errors.size(), 100 * errors[errors.size() / 2], 100 * errors.back(), static_cast<long>(within));
+  }
+  std::printf("wrote %s and %s\n", a.csv.c_str(), a.svg.c_str());
   return EXIT_SUCCESS;
 }
 
@@ -539,7 +571,7 @@ int main(int argc, char** argv) {
     CHUNKPIPE_CUDA_TRY(cudaDriverGetVersion(&driver));
     std::printf("GPU: %s, %d SMs, asyncEngineCount %d, driver API %d\n", prop.name, prop.multiProcessorCount,
                 prop.asyncEngineCount, driver);
-    return a.use_double ? bench<double>(a) : bench<float>(a);
+    return a.use_double ? bench<double>(a, prop.asyncEngineCount) : bench<float>(a, prop.asyncEngineCount);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return EXIT_FAILURE;

@@ -23,7 +23,9 @@
 //                        [--depth 3] [--sweep]
 // Needs about 2x total-mib of pinned host RAM.
 
+#include <chunkpipe/measure.cuh>
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/simulate.hpp>
 
 #include <cuda_runtime.h>
 
@@ -34,6 +36,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -65,6 +68,7 @@ struct Config {
   int iters = 512;
   int depth = chunkpipe::default_depth;
   bool sweep = false;
+  std::string timeline;  // directory for measured timelines (SVG, trace), or empty
   int runs = 7;  // timed passes per figure, after one warm-up; the median is kept
 };
 
@@ -76,7 +80,9 @@ void usage() {
       "  --iters N       chained FMAs per element (default 512)\n"
       "  --depth N       slots for chunkpipe's default schedule (default %d)\n"
       "  --runs N        timed passes per figure (default 7, median kept)\n"
-      "  --sweep         the page's exercise: 4, 64 and 256 MiB windows\n",
+      "  --sweep         the page's exercise: 4, 64 and 256 MiB windows\n"
+      "  --timeline DIR  profile one run of each schedule: print its timeline and\n"
+      "                  write DIR/<schedule>.svg and .trace.json (ui.perfetto.dev)\n",
       chunkpipe::default_depth);
 }
 
@@ -110,6 +116,12 @@ bool parse(int argc, char** argv, Config& c) {
       c.runs = static_cast<int>(value("--runs"));
     } else if (a == "--sweep") {
       c.sweep = true;
+    } else if (a == "--timeline") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "--timeline needs a directory\n");
+        std::exit(2);
+      }
+      c.timeline = argv[++i];
     } else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       usage();
@@ -233,6 +245,18 @@ void verify_bitwise(Pipe& pipe, const char* name, float* h_in, float* h_out, con
 
 const char* verdict(bool held) { return held ? "held" : "failed"; }
 
+// The link as this run measured it: one-way and two-way bandwidths from the
+// component passes. Their per-copy costs are already inside those times.
+chunkpipe::LinkModel measured_link(const Components& m, double bytes, int engines) {
+  chunkpipe::LinkModel link;
+  link.name = "this GPU, from the component passes";
+  link.h2d_gbps = bytes / 1e9 / (m.h2d / 1e3);
+  link.d2h_gbps = bytes / 1e9 / (m.d2h / 1e3);
+  link.both_gbps = 2 * bytes / 1e9 / (m.both / 1e3);
+  link.copy_engines = engines;
+  return link;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -311,12 +335,24 @@ int main(int argc, char** argv) {
     std::printf("widest component (lesson's floor)  %9.3f ms\n", widest);
     std::printf("floor (two-way link counted)       %9.3f ms\n\n", floor);
 
+    // The simulator, fed this run's components, predicts each schedule; the
+    // last column says how far the model is from what happened.
+    chunkpipe::Machine machine;
+    machine.link = measured_link(m, bytes, prop.asyncEngineCount);
+    auto predict = [&](Pipe& p) {
+      chunkpipe::Workload w{total, p.geometry().chunk_elems, sizeof(float), sizeof(float), {m.kernel * 1e6 / total}};
+      return chunkpipe::makespan_ms(chunkpipe::simulate(p.plan_for(total), w, machine));
+    };
     const auto& g = s.library.geometry();
-    std::printf("%-34s %9s %8s %11s\n", "measured", "ms", "speedup", "efficiency");
-    std::printf("%-34s %9.3f %7.2fx %11.2f\n", "naive (serial)", t_naive, 1.0, floor / t_naive);
-    std::printf("%-34s %9.3f %7.2fx %11.2f\n", "double buffer (lesson, 2 slots)", t_lesson, t_naive / t_lesson,
-                floor / t_lesson);
-    std::printf("%-34s %9.3f %7.2fx %11.2f\n", "chunkpipe default", t_lib, t_naive / t_lib, floor / t_lib);
+    std::printf("%-34s %9s %8s %11s %10s %7s\n", "measured", "ms", "speedup", "efficiency", "predicted", "error");
+    auto row = [&](const char* name, Pipe& p, double t) {
+      const double pred = predict(p);
+      std::printf("%-34s %9.3f %7.2fx %11.2f %10.3f %+6.1f%%\n", name, t, t_naive / t, floor / t, pred,
+                  100.0 * (pred - t) / t);
+    };
+    row("naive (serial)", s.naive, t_naive);
+    row("double buffer (lesson, 2 slots)", s.lesson, t_lesson);
+    row("chunkpipe default", s.library, t_lib);
     std::printf("  chunkpipe default: %s, %d slots of %zu KiB (%d windows of %zu MiB)\n",
                 std::string(chunkpipe::to_string(g.policy)).c_str(), g.depth, g.chunk_elems * sizeof(float) / 1024,
                 c.depth, chunk * sizeof(float) / kMiB);
@@ -341,6 +377,35 @@ int main(int argc, char** argv) {
     const bool p4 = t_naive / t_lesson >= 1.6;
     std::printf("  4. %s: the double buffer beat naive by %.2fx (bar: 1.6x) with %d copy engines.\n", verdict(p4),
                 t_naive / t_lesson, prop.asyncEngineCount);
+
+    if (!c.timeline.empty()) {
+      // One profiled run of each schedule: events around every op, drawn as
+      // the rows the lesson asks you to watch in Nsight Systems.
+      const chunkpipe::Map<ChainedFma> stage{{c.iters}};
+      struct Named {
+        const char* file;
+        const char* title;
+        chunkpipe::Options o;
+      } runs[] = {{"naive", "naive (serial)", {.chunk_elems = chunk, .policy = chunkpipe::Policy::serial}},
+                  {"double_buffer", "double buffer (lesson)",
+                   {.chunk_elems = chunk, .depth = 2, .policy = chunkpipe::Policy::slot_streams}},
+                  {"chunkpipe", "chunkpipe default", {.chunk_elems = chunk, .depth = c.depth}}};
+      for (Named& r : runs) {
+        r.o.profile = true;
+        Pipe p(r.o, stage);
+        p.set_link(machine.link);
+        p.run(in, out);  // warm: slot allocation and module load stay out of the picture
+        p.run(in, out);
+        chunkpipe::Report rep = p.report();
+        rep.label = std::string(r.title) + " (measured)";
+        std::printf("\n%s%s", chunkpipe::ascii_timeline(rep, 100).c_str(), "");
+        const std::string base = c.timeline + "/" + r.file;
+        chunkpipe::write_svg(rep, base + ".svg");
+        chunkpipe::write_chrome_trace(rep, base + ".trace.json");
+        std::cout << rep;
+        std::printf("  wrote %s.svg and %s.trace.json\n", base.c_str(), base.c_str());
+      }
+    }
 
     if (c.sweep) {
       // The page's exercise: the pipelined-to-naive ratio at three windows.

@@ -22,11 +22,13 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/hazards.hpp>
 #include <chunkpipe/io.hpp>
+#include <chunkpipe/measure.cuh>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/simulate.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/version.hpp>
 #include <chunkpipe/detail/executor.cuh>
