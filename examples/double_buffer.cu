@@ -397,7 +397,7 @@ int main(int argc, char** argv) {
         p.run(in, out);  // warm: slot allocation and module load stay out of the picture
         p.run(in, out);
         chunkpipe::Report rep = p.report();
-        rep.label = std::string(r.title) + " (measured)";
+        rep.label = r.title;
         std::printf("\n%s%s", chunkpipe::ascii_timeline(rep, 100).c_str(), "");
         const std::string base = c.timeline + "/" + r.file;
         chunkpipe::write_svg(rep, base + ".svg");

@@ -106,6 +106,27 @@ class PinnedBuffer {
   std::size_t bytes_ = 0;
 };
 
+/// `n` elements of T in pinned memory: a typed PinnedBuffer that runs take
+/// as a range (data(), size()), copied directly with no staging. The
+/// elements are not initialised. Throws cuda_error if allocation fails.
+template <class T>
+class PinnedArray {
+  static_assert(std::is_trivially_copyable_v<T>, "chunkpipe::PinnedArray holds trivially copyable elements");
+
+ public:
+  PinnedArray() = default;
+  explicit PinnedArray(std::size_t n) : buffer_(n * sizeof(T)), size_(n) {}
+  T* data() const noexcept { return reinterpret_cast<T*>(buffer_.data()); }
+  std::size_t size() const noexcept { return size_; }
+  T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  T* begin() const noexcept { return data(); }
+  T* end() const noexcept { return data() + size_; }
+
+ private:
+  PinnedBuffer buffer_;
+  std::size_t size_ = 0;
+};
+
 /// Makes `device` current for its lifetime and restores the previous one.
 /// Throws cuda_error if the device cannot be selected.
 class DeviceGuard {

@@ -5,6 +5,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/plan.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -68,14 +69,19 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise) {
   const Resolved r = resolve(o.policy, o.depth);
   Geometry g{r.policy, r.depth, o.chunk_elems};
   std::size_t grain = o.grain_elems;
-  if (grain == 0 && o.policy == Policy::automatic) grain = default_grain_elems;
+  const bool chosen = grain == 0 && o.policy == Policy::automatic;  // ours to adjust
+  if (chosen) grain = default_grain_elems;
   if (all_elementwise && r.policy == Policy::stage_streams && grain != 0 && grain < o.chunk_elems) {
     // Same memory, finer steps: p grains per window, depth x p slots.
-    const std::size_t pieces = (o.chunk_elems + grain - 1) / grain;
-    if (pieces * static_cast<std::size_t>(r.depth) > max_slots) {
-      throw config_error("chunkpipe: grain_elems " + std::to_string(grain) + " cuts a window of " +
-                         std::to_string(o.chunk_elems) + " elements into " + std::to_string(pieces) +
-                         " grains; depth x grains may be at most " + std::to_string(max_slots));
+    std::size_t pieces = (o.chunk_elems + grain - 1) / grain;
+    const std::size_t most = std::max<std::size_t>(1, max_slots / static_cast<std::size_t>(r.depth));
+    if (pieces > most) {
+      if (!chosen) {
+        throw config_error("chunkpipe: grain_elems " + std::to_string(grain) + " cuts a window of " +
+                           std::to_string(o.chunk_elems) + " elements into " + std::to_string(pieces) +
+                           " grains; depth x grains may be at most " + std::to_string(max_slots));
+      }
+      pieces = most;  // a huge window: coarser grains rather than too many slots
     }
     g.chunk_elems = (o.chunk_elems + pieces - 1) / pieces;
     g.depth = r.depth * static_cast<int>(pieces);

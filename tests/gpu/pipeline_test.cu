@@ -3,6 +3,7 @@
 // poisoned outputs, ragged tails, several inputs and outputs, several
 // stages, a Thrust chunk stage, pageable memory, async runs and errors.
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/thrust.cuh>
 
 #include "catch.hpp"
 
@@ -53,11 +54,11 @@ struct SplitSign {  // two outputs of two types
   }
 };
 
-struct SortChunk {  // Thrust on the chunk's stream, in place
+struct SortChunk {  // Thrust on the chunk's stream, in place, stream-ordered scratch
   template <class Ctx>
   void operator()(Ctx& ctx) const {
     auto s = ctx.template in<0>();
-    thrust::sort(thrust::cuda::par_nosync.on(ctx.stream), s.begin(), s.end());
+    thrust::sort(thrust_policy(ctx.stream), s.begin(), s.end());
   }
 };
 
@@ -78,17 +79,6 @@ std::vector<float> random_floats(std::size_t n, unsigned seed, float lo = -1.f, 
   return v;
 }
 
-// Pinned host memory for the tests that want direct copies.
-template <class T>
-struct PinnedVector {
-  explicit PinnedVector(std::size_t n) : n_(n), buf_(n * sizeof(T)) {}
-  T* data() const { return reinterpret_cast<T*>(buf_.data()); }
-  std::size_t size() const { return n_; }
-  T& operator[](std::size_t i) { return data()[i]; }
-  std::size_t n_;
-  PinnedBuffer buf_;
-};
-
 template <class V>
 void poison(V& v) {
   std::memset(v.data(), 0xFF, v.size() * sizeof(v.data()[0]));  // NaN as float
@@ -101,7 +91,7 @@ const Policy all_policies[] = {Policy::serial, Policy::slot_streams, Policy::sta
 TEST_CASE("every policy and depth matches serial bit for bit and the host reference", "[gpu]") {
   const std::size_t n = (std::size_t{1} << 20) + 12345;  // ragged last chunk
   const auto x = random_floats(n, 1);
-  PinnedVector<float> in(n), out(n);
+  PinnedArray<float> in(n), out(n);
   std::memcpy(in.data(), x.data(), n * sizeof(float));
   const Chain f{};
 
@@ -141,7 +131,7 @@ TEST_CASE("several inputs and outputs, pinned and pageable mixed", "[gpu]") {
   const std::size_t n = 3'000'001;
   const auto x = random_floats(n, 2), y = random_floats(n, 3);
   for (Policy policy : all_policies) {
-    PinnedVector<float> py(n);
+    PinnedArray<float> py(n);
     std::memcpy(py.data(), y.data(), n * sizeof(float));
     std::vector<float> z(n, std::numeric_limits<float>::quiet_NaN());
     ChunkedPipeline<Map<Saxpy>> saxpy({.chunk_elems = 1 << 18, .depth = 3, .policy = policy}, Map<Saxpy>{{2.5f}});
@@ -149,7 +139,7 @@ TEST_CASE("several inputs and outputs, pinned and pageable mixed", "[gpu]") {
     for (std::size_t i = 0; i < n; ++i) REQUIRE(z[i] == std::fma(2.5f, x[i], y[i]));
 
     std::vector<float> diff(n, std::numeric_limits<float>::quiet_NaN());
-    PinnedVector<int> sign(n);
+    PinnedArray<int> sign(n);
     poison(sign);
     ChunkedPipeline<Map<SplitSign>> split({.chunk_elems = 1 << 18, .policy = policy});
     split.run(inputs(x, y), outputs(diff, sign));
@@ -186,7 +176,7 @@ TEST_CASE("stages in a row with a type change, and a Thrust chunk stage", "[gpu]
 TEST_CASE("run_async returns a ticket; runs queue behind each other", "[gpu]") {
   const std::size_t n = 1 << 21;
   const auto x = random_floats(n, 5);
-  PinnedVector<float> in(n), a(n), b(n);
+  PinnedArray<float> in(n), a(n), b(n);
   std::memcpy(in.data(), x.data(), n * sizeof(float));
   poison(a);
   poison(b);

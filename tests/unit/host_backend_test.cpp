@@ -186,6 +186,13 @@ TEST_CASE("the automatic policy cycles an element-wise window in grains", "[host
   pipe.run(x, y);
   for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == Fma{3.f, 1.f}(x[i]));
 
+  // A huge window gets coarser grains rather than too many slots; an
+  // explicit grain that would need too many is refused.
+  HostPipeline<Map<Fma>> huge({.chunk_elems = std::size_t{1} << 40, .depth = 3});
+  REQUIRE(huge.geometry().depth <= static_cast<int>(detail::max_slots));
+  REQUIRE(huge.geometry().chunk_elems * static_cast<std::size_t>(huge.geometry().depth) >= (std::size_t{3} << 40));
+  REQUIRE_THROWS_AS(HostPipeline<Map<Fma>>({.chunk_elems = std::size_t{1} << 40, .grain_elems = 1 << 10}), config_error);
+
   // Explicit policies keep the window unless a grain is asked for.
   HostPipeline<Map<Fma>> lesson({.chunk_elems = 1000, .depth = 2, .policy = Policy::slot_streams}, Map<Fma>{});
   REQUIRE(lesson.geometry().chunk_elems == 1000);
