@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chunkpipe/errors.hpp>
+#include <chunkpipe/stage.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -135,12 +136,56 @@ auto outputs(R&&... ranges) {
       {host_span(std::forward<R>(ranges))...}};
 }
 
+/// Input produced on demand: `fn(chunk, slot)` fills the pinned span `slot`
+/// (chunk_elems long) for chunk `chunk` and returns how many elements it
+/// wrote. Returning fewer than slot.size() ends the input after this chunk;
+/// the total need not be known up front. Called on a chunkpipe host thread,
+/// in chunk order, while the GPU works on earlier chunks; never again after
+/// it ended the input or threw. What it throws ends the run and reaches the
+/// caller. The pipeline keeps its own copy of the Source for the run.
+///   auto src = chunkpipe::source<float>([&](std::size_t k, ::cuda::std::span<float> slot) { ... });
+template <class T, class F>
+struct Source {
+  F fn;
+};
+
+template <class T, class F>
+Source<T, std::decay_t<F>> source(F&& fn) {
+  return {std::forward<F>(fn)};
+}
+
+/// Output consumed as it arrives: `fn(chunk, offset, data)` gets each
+/// chunk's output (a span of const U in a pinned slot, valid only during
+/// the call) with the index of its first element in the run. Called on a
+/// chunkpipe host thread, in chunk order. If F has `finish()`, it is called
+/// once after the last chunk of a run that succeeded, before the run
+/// returns; if F has `abort()`, once after a run that failed. What they
+/// throw reaches the caller. The pipeline keeps its own copy for the run.
+template <class U, class F>
+struct Sink {
+  F fn;
+};
+
+template <class U, class F>
+Sink<U, std::decay_t<F>> sink(F&& fn) {
+  return {std::forward<F>(fn)};
+}
+
 namespace detail {
+
+template <class T>
+struct is_source : std::false_type {};
+template <class T, class F>
+struct is_source<Source<T, F>> : std::true_type {};
+template <class T>
+struct is_sink : std::false_type {};
+template <class U, class F>
+struct is_sink<Sink<U, F>> : std::true_type {};
 
 /// run(x, z) and run(inputs(x), outputs(z)) mean the same.
 template <class R>
 auto as_inputs(R&& r) {
-  if constexpr (is_inputs<std::decay_t<R>>::value) {
+  if constexpr (is_inputs<std::decay_t<R>>::value || is_source<std::decay_t<R>>::value) {
     return std::decay_t<R>(r);
   } else {
     return inputs(std::forward<R>(r));
@@ -148,23 +193,47 @@ auto as_inputs(R&& r) {
 }
 template <class R>
 auto as_outputs(R&& r) {
-  if constexpr (is_outputs<std::decay_t<R>>::value) {
+  if constexpr (is_outputs<std::decay_t<R>>::value || is_sink<std::decay_t<R>>::value) {
     return std::decay_t<R>(r);
   } else {
     return outputs(std::forward<R>(r));
   }
 }
 
-/// Checks a run's ranges and returns the element count. Throws config_error
-/// naming the first problem: no inputs, inputs of different lengths, a null
-/// pointer with a non-zero length, an output shorter than the inputs.
-template <class... T, class... U>
-std::size_t validate_run(const Inputs<T...>& in, const Outputs<U...>& out) {
+/// The element count of a run whose length is not known up front (its
+/// input is a Source).
+inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
+
+/// Element types of a run's input or output side.
+template <class X>
+struct side_types;
+template <class... T>
+struct side_types<Inputs<T...>> {
+  using type = types<T...>;
+};
+template <class T, class F>
+struct side_types<Source<T, F>> {
+  using type = types<T>;
+};
+template <class... U>
+struct side_types<Outputs<U...>> {
+  using type = types<U...>;
+};
+template <class U, class F>
+struct side_types<Sink<U, F>> {
+  using type = types<U>;
+};
+
+/// Checks the input ranges and returns their common length. Throws
+/// config_error naming the first problem: inputs of different lengths, a
+/// null pointer with a non-zero length.
+template <class... T>
+std::size_t input_length(const Inputs<T...>& in) {
   static_assert(sizeof...(T) > 0, "chunkpipe: a run needs at least one input range");
-  std::size_t n = std::get<0>(in.spans).size;
+  const std::size_t n = std::get<0>(in.spans).size;
   std::string problem;
   std::size_t index = 0;
-  auto check_in = [&](const auto& s) {
+  auto check = [&](const auto& s) {
     if (problem.empty()) {
       if (s.size != n) {
         problem = "inputs have different lengths: input 0 has " + std::to_string(n) + " elements, input " +
@@ -176,22 +245,50 @@ std::size_t validate_run(const Inputs<T...>& in, const Outputs<U...>& out) {
     }
     ++index;
   };
-  std::apply([&](const auto&... s) { (check_in(s), ...); }, in.spans);
-  index = 0;
-  auto check_out = [&](const auto& s) {
+  std::apply([&](const auto&... s) { (check(s), ...); }, in.spans);
+  if (!problem.empty()) throw config_error("chunkpipe: " + problem);
+  return n;
+}
+
+template <class T, class F>
+std::size_t input_length(const Source<T, F>&) {
+  return unknown_length;
+}
+
+/// Checks output ranges against the run's length (unknown_length: only
+/// that none is null with a size). Throws config_error naming the first
+/// problem: a null pointer with a non-zero length, an output shorter than
+/// the inputs.
+template <class... U>
+void check_outputs(const Outputs<U...>& out, std::size_t n) {
+  std::string problem;
+  std::size_t index = 0;
+  auto check = [&](const auto& s) {
     if (problem.empty()) {
       if (s.data == nullptr && s.size != 0) {
         problem = "output " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
                   " elements";
-      } else if (s.size < n) {
+      } else if (n != unknown_length && s.size < n) {
         problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) +
                   " elements, fewer than the " + std::to_string(n) + " input elements";
       }
     }
     ++index;
   };
-  std::apply([&](const auto&... s) { (check_out(s), ...); }, out.spans);
+  std::apply([&](const auto&... s) { (check(s), ...); }, out.spans);
   if (!problem.empty()) throw config_error("chunkpipe: " + problem);
+}
+
+template <class U, class F>
+void check_outputs(const Sink<U, F>&, std::size_t) {}
+
+/// Checks a run's two sides and returns its length, or unknown_length when
+/// a Source decides it. Throws config_error as input_length and
+/// check_outputs do.
+template <class In, class Out>
+std::size_t validate_run(const In& in, const Out& out) {
+  const std::size_t n = input_length(in);
+  check_outputs(out, n);
   return n;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace chunkpipe {
@@ -16,6 +17,29 @@ inline constexpr std::size_t default_chunk_elems = std::size_t{1} << 21;
 
 /// Elements per grain when the automatic policy splits a window (below).
 inline constexpr std::size_t default_grain_elems = std::size_t{1} << 21;
+
+/// How pageable host memory (a std::vector, say) crosses to the GPU. Pinned
+/// or device memory is always copied directly; sources and sinks always
+/// work in the pipeline's pinned slots.
+enum class Staging : std::uint8_t {
+  /// `threads`: the choice that is fast on every run without touching the
+  /// caller's memory. (Registering pays only on repeated runs over one
+  /// buffer and pins it beyond the call, so it is never picked silently.)
+  automatic,
+  /// Host worker threads copy each chunk into a pinned slot (and out of one
+  /// after D2H) while the GPU works on other chunks: host_in/host_out ops.
+  threads,
+  /// cudaHostRegister the range in place on first use and copy directly.
+  /// Costs tens to hundreds of ms per GiB once; the registration is cached
+  /// by the pipeline (so repeated runs over the same buffer pay nothing)
+  /// until release_registrations() or the pipeline's destruction. The
+  /// range must stay allocated until then.
+  registered,
+  /// Plain cudaMemcpyAsync from pageable memory: the runtime stages it
+  /// through its own small pinned buffer, synchronously, at a fraction of
+  /// the link's speed. Only for measuring what the other modes save.
+  direct,
+};
 
 /// How a pipeline runs. Aggregate, so `{.chunk_elems = 4 << 20, .depth = 3}`
 /// works where designated initialisers do.
@@ -41,7 +65,16 @@ struct Options {
   /// Time every operation with CUDA events so report() can draw the run.
   /// Adds two event records per operation and changes no dependency.
   bool profile = false;
+  /// How pageable ranges cross (see Staging).
+  Staging staging = Staging::automatic;
+  /// Threads that share each staging copy (per direction); 0 picks
+  /// default_host_threads. One thread's memcpy is far slower than a PCIe
+  /// Gen5 link, so staging at link speed takes several.
+  int host_threads = 0;
 };
+
+/// Staging threads per direction when Options::host_threads is 0.
+inline constexpr int default_host_threads = 4;
 
 namespace detail {
 
@@ -49,6 +82,9 @@ namespace detail {
 inline void validate_options(const Options& o) {
   if (o.chunk_elems == 0) throw config_error("chunkpipe: chunk_elems must be at least 1 (got 0)");
   if (o.depth < 1) throw config_error("chunkpipe: depth must be at least 1 (got " + std::to_string(o.depth) + ")");
+  if (o.host_threads < 0 || o.host_threads > 256) {
+    throw config_error("chunkpipe: host_threads must be 0 (default) to 256 (got " + std::to_string(o.host_threads) + ")");
+  }
   if (o.device < -1) throw config_error("chunkpipe: device must be -1 or a device ordinal (got " +
                                         std::to_string(o.device) + ")");
 }

@@ -76,6 +76,10 @@ class ChunkedPipeline {
     runner_->start(std::forward<In>(in), std::forward<Out>(out), false).wait();
   }
 
+  /// `in` may also be a Source and `out` a Sink (io.hpp): then the length
+  /// need not be known up front and host threads produce or consume each
+  /// chunk in a pinned slot.
+  ///
   /// Starts the same run and returns once it is queued; the ticket's wait()
   /// blocks until it is complete and throws its errors. With only pinned (or
   /// device) memory this returns after enqueueing every op; when pageable
@@ -107,6 +111,12 @@ class ChunkedPipeline {
   /// False once a CUDA error has broken the device context (a kernel that
   /// faulted): every later run then throws pipeline_error.
   bool healthy() const noexcept { return runner_->healthy(); }
+
+  /// Unregisters the ranges Staging::registered pinned in place (they stay
+  /// registered across runs, so repeated runs over a buffer pay once).
+  /// Waits for work in flight first. Call it before freeing such a range
+  /// while the pipeline lives. Throws cuda_error if CUDA fails.
+  void release_registrations() { runner_->release_registrations(); }
 
   /// The link the reports' floor is computed against (see measure.cuh).
   void set_link(const LinkModel& link) { runner_->set_link(link); }

@@ -9,7 +9,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,7 +56,13 @@ struct RunState {
     aborted = true;
   }
 
+  // A Sink's finish() and abort(): exactly one of them runs, once, in wait().
+  std::function<void()> on_success, on_failure;
+  bool concluded = false;
+  std::atomic<bool> source_ended{false};  // a Source returned a short chunk
+
   std::thread driver;  // set when a chunkpipe thread drives the run
+  std::vector<std::shared_ptr<const void>> keep_alive;  // what host tasks read: endpoints, slot layout
   std::atomic<bool> issuing{false};  // the driver has not finished issuing
   std::vector<Event> tails;  // one per stream the run used, after its last op
   bool finished = false;  // wait() succeeded
@@ -93,7 +101,7 @@ struct RunState {
   Event origin;
   std::chrono::steady_clock::time_point host_origin;
   std::vector<Event> events;  // owns every Timed event
-  std::vector<Timed> timed;   // reserved up front: host tasks write in place
+  std::deque<Timed> timed;    // grows at the back only: host tasks write in place
   Report report;              // filled by wait() when profiling
 
   /// Waits for everything the run queued; throws its first error.
@@ -105,18 +113,42 @@ struct RunState {
 inline void RunState::wait() {
   if (finished) return;
   wait_host();
+  std::exception_ptr failure;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (error) std::rethrow_exception(error);
+    failure = error;
   }
-  try {
-    for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e.get()));
-    if (profile) build_report();
-  } catch (const cuda_error& e) {
-    // A kernel that faulted shows up here, at the first synchronisation.
-    if (is_sticky(e.code())) health->mark(e.what());
-    fail(std::current_exception());
-    throw;
+  if (!failure) {
+    try {
+      for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e.get()));
+      if (profile) build_report();
+      if (!concluded && on_success) {
+        concluded = true;
+        on_success();
+      }
+      concluded = true;
+    } catch (const cuda_error& e) {
+      // A kernel that faulted shows up here, at the first synchronisation.
+      if (is_sticky(e.code())) health->mark(e.what());
+      fail(std::current_exception());
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    failure = error;
+  }
+  if (failure) {
+    if (!concluded) {
+      concluded = true;
+      if (on_failure) {
+        try {
+          on_failure();
+        } catch (...) {
+          // The run's own error is the one to report.
+        }
+      }
+    }
+    std::rethrow_exception(failure);
   }
   finished = true;
 }

@@ -12,6 +12,7 @@
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/host_queue.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
@@ -61,7 +62,23 @@ class CudaRunner {
     }
   }
 
-  ~CudaRunner() { quiesce(); }
+  ~CudaRunner() {
+    quiesce();
+    unregister_all();
+  }
+
+  /// Waits for work in flight and unregisters every range Staging::registered
+  /// pinned. Throws cuda_error if unregistering fails.
+  void release_registrations() {
+    DeviceGuard guard(device_);
+    if (last_) last_->wait_host();
+    drain();
+    for (const auto& [p, bytes] : registered_) CHUNKPIPE_CUDA_TRY(cudaHostUnregister(const_cast<void*>(p)));
+    registered_.clear();
+  }
+
+  /// Ranges this pipeline registered, as (address, bytes).
+  const std::vector<std::pair<const void*, std::size_t>>& registrations() const noexcept { return registered_; }
   CudaRunner(const CudaRunner&) = delete;
   CudaRunner& operator=(const CudaRunner&) = delete;
 
@@ -101,10 +118,10 @@ class CudaRunner {
     std::size_t host_pos = 0;
   };
 
-  template <class... T, class... U>
-  RunTicket start_impl(const Inputs<T...>& ins, const Outputs<U...>& outs, bool detach) {
-    using in_types = types<T...>;
-    static_assert(run_types<in_types, types<U...>, Stages...>::ok);
+  template <class InSide, class OutSide>
+  RunTicket start_impl(const InSide& ins, const OutSide& outs, bool detach) {
+    using in_types = typename side_types<InSide>::type;
+    static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     if (health_->broken) {
       throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
                            health_->reason() + ")");
@@ -120,19 +137,34 @@ class CudaRunner {
       return RunTicket(run);
     }
 
-    auto staged = [](const auto& s) { return needs_staging(s.data, s.memory); };
-    const Endpoints ends = make_endpoints(ins, outs, staged);
+    // How each pageable range crosses (Options::staging). Registering
+    // blocks here, before anything is queued.
+    const Staging mode = front_.options().staging;
+    auto staged = [&](const auto& s) {
+      if (s.size == 0 || !needs_staging(s.data, s.memory)) return false;
+      if (mode == Staging::registered) {
+        register_range(s.data, s.size * sizeof(*s.data));
+        return false;
+      }
+      return mode != Staging::direct;
+    };
+    // Host tasks may outlive this call and the driver: the run owns what
+    // they read.
+    auto ends = std::make_shared<const Endpoints>(make_endpoints(ins, outs, staged));
+    run->on_success = ends->finish;
+    run->on_failure = ends->abort;
     bool stage_in = false, stage_out = false;
-    for (const auto& e : ends.in) stage_in = stage_in || e.staged;
-    for (const auto& e : ends.out) stage_out = stage_out || e.staged;
+    for (const auto& e : ends->in) stage_in = stage_in || e.staged;
+    for (const auto& e : ends->out) stage_out = stage_out || e.staged;
 
     const Geometry& g = front_.geometry();
     PlanBuilder builder(g.policy, g.depth, front_.shape(stage_in, stage_out));
     Flow flow = make_flow(in_types{}, types<Stages...>{});
-    for (const auto& e : ends.in) flow.in_staged.push_back(e.staged);
-    for (const auto& e : ends.out) flow.out_staged.push_back(e.staged);
-    auto layout =
-        std::make_shared<SlotLayout>(make_slot_layout(builder.steps(), builder.buffers().size(), flow, g.chunk_elems, g.depth));
+    for (const auto& e : ends->in) flow.in_staged.push_back(e.staged);
+    for (const auto& e : ends->out) flow.out_staged.push_back(e.staged);
+    auto layout = std::make_shared<const SlotLayout>(
+        make_slot_layout(builder.steps(), builder.buffers().size(), flow, g.chunk_elems, g.depth));
+    run->keep_alive = {ends, layout};
 
     // The previous run's host tasks use the same pinned slots and host
     // queues, and its driver may still be issuing: let it finish issuing.
@@ -146,19 +178,13 @@ class CudaRunner {
       }
     }
 
-    const std::size_t chunks = (n + g.chunk_elems - 1) / g.chunk_elems;
     if (front_.options().profile) {
       run->profile = true;
-      run->timed.reserve(chunks * builder.steps().size());
       Report& r = run->report;
       r.label = std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth);
       r.policy = g.policy;
       r.depth = g.depth;
       r.chunk_elems = g.chunk_elems;
-      r.chunks = chunks;
-      r.elems = n;
-      for (std::size_t s : flow.in_sizes) r.bytes_in += s * n;
-      for (std::size_t s : flow.out_sizes) r.bytes_out += s * n;
       r.queues = builder.queues();
       r.link = link_;
     }
@@ -166,7 +192,7 @@ class CudaRunner {
 
     const bool has_host_work = stage_in || stage_out;
     auto job = [this, run, ends, layout, n, builder = std::move(builder)]() mutable {
-      drive<in_types>(run, builder, ends, *layout, n);
+      drive<in_types>(run, builder, *ends, *layout, n);
     };
     if (detach && has_host_work) {
       run->issuing = true;
@@ -186,7 +212,8 @@ class CudaRunner {
              const SlotLayout& layout, std::size_t n) {
     NvtxRange range("chunkpipe run");
     const SlotMemory mem{&layout, device_arena_.data(), pinned_arena_.data()};
-    const std::size_t chunks = (n + layout.chunk_elems - 1) / layout.chunk_elems;
+    // Chunks in the run; a Source lowers this from "unknown" once it ends.
+    std::size_t limit = n == unknown_length ? unknown_length : (n + layout.chunk_elems - 1) / layout.chunk_elems;
     try {
       if (run->profile) {
         // One origin for every stream's timings. Making the other streams
@@ -200,10 +227,11 @@ class CudaRunner {
       }
       std::vector<Op> ops;
       std::vector<Copy> copies;
-      while (!run->aborted && builder.next_tick(chunks, ops)) {
+      while (!run->aborted && builder.next_tick(limit, ops)) {
         for (const Op& op : ops) {
           if (run->aborted) break;
-          issue<In>(run, builder, op, ends, mem, n, copies);
+          if (op.chunk >= limit) continue;  // past the end a Source reported
+          issue<In>(run, builder, op, ends, mem, n, limit, copies);
         }
         ops.clear();
       }
@@ -214,6 +242,13 @@ class CudaRunner {
           run->tails.push_back(std::move(tail));
         }
       }
+      if (run->profile) {
+        Report& r = run->report;
+        r.chunks = limit;
+        r.elems = n == unknown_length ? learned_elems_ : n;
+        for (const auto& e : ends.in) r.bytes_in += r.elems * e.elem_size;
+        for (const auto& e : ends.out) r.bytes_out += r.elems * e.elem_size;
+      }
     } catch (...) {
       run->fail(std::current_exception());
     }
@@ -222,23 +257,24 @@ class CudaRunner {
 
   template <class In>
   void issue(const std::shared_ptr<RunState>& run, const PlanBuilder& builder, const Op& op, const Endpoints& ends,
-             const SlotMemory& mem, std::size_t n, std::vector<Copy>& copies) {
+             const SlotMemory& mem, std::size_t n, std::size_t& limit, std::vector<Copy>& copies) {
     const Step& step = builder.steps()[static_cast<std::size_t>(op.step)];
     OpRecord& rec = records_[op.id % records_.size()];
     rec = OpRecord{op.id, op.step, op.chunk, op.queue, 0};
     const std::size_t chunk = mem.layout->chunk_elems;
     const std::size_t offset = op.chunk * chunk;
-    const std::size_t count = offset < n ? std::min(chunk, n - offset) : 0;
+    const bool open_ended = n == unknown_length;
+    // Elements of this chunk. Known up front, or, when a Source decides,
+    // learned from its host-in op, which every other op of the chunk
+    // follows; host-in itself gets the slot's capacity.
+    auto count_of = [&]() -> std::size_t {
+      if (open_ended) return counts_[op.chunk % counts_.size()];
+      return offset < n ? std::min(chunk, n - offset) : 0;
+    };
 
     char label[64];
     std::snprintf(label, sizeof label, "chunk %zu %s %d", op.chunk, std::string(to_string(op.kind)).c_str(),
                   op.stage);
-    RunState::Timed* timed = nullptr;
-    if (run->profile) {
-      run->timed.push_back({});
-      timed = &run->timed.back();
-      timed->op = TimedOp{op.id, op.chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, 0, count};
-    }
 
     if (!is_host_queue(op.queue)) {
       cudaStream_t stream = streams_[static_cast<std::size_t>(op.queue)].get();
@@ -251,7 +287,15 @@ class CudaRunner {
           CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, ring_event(dep), 0));
         }
       }
+      const std::size_t count = count_of();
+      if (open_ended && op.kind == OpKind::h2d) {
+        // Its host-in is done: the Source said how much this chunk holds.
+        learned_elems_ += count;
+        if (count < chunk) limit = op.chunk + (count > 0 ? 1 : 0);
+        if (count == 0) return;  // the input ended exactly at the previous chunk
+      }
       NvtxRange range(label);
+      RunState::Timed* timed = start_timing(*run, op, count);
       if (timed) timed->start = record_timing(*run, stream);
       if (op.kind == OpKind::stage) {
         if (count != 0) launch_stage<In>(op, step, mem, stream, offset, count);
@@ -278,33 +322,57 @@ class CudaRunner {
         device_deps.push_back(ring_event(dep));
       }
     }
-    copies_of(op, step, mem, ends, offset, count, copies);
-    if (timed) {
-      for (const Copy& c : copies) timed->op.bytes += c.bytes;
-    }
-    std::string name(label);
+    const bool produces = open_ended && op.kind == OpKind::host_in;
+    const std::size_t count = produces ? chunk : count_of();
+    RunState::Timed* timed = start_timing(*run, op, count);
+    std::size_t* produced = produces ? &counts_[op.chunk % counts_.size()] : nullptr;
+    CopyTeam* team = host_teams_[static_cast<std::size_t>(op.queue) - device_queues_].get();
     run->host_task_started();
-    rec.host_pos = host_queue(op.queue).push(
-        [run, device_deps = std::move(device_deps), host_deps = std::move(host_deps), task_copies = copies, timed,
-         name = std::move(name), device = device_]() {
-          try {
-            CHUNKPIPE_CUDA_TRY(cudaSetDevice(device));
-            // Ring events are re-recorded only after this task is waited
-            // for (see ring size in ensure_queues), so these still name the
-            // ops this task depends on.
-            for (cudaEvent_t e : device_deps) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e));
-            for (auto& [queue, pos] : host_deps) queue->wait_done(pos);
-            if (!run->aborted) {
-            NvtxRange range(name.c_str());
-            if (timed) timed->host_start = std::chrono::steady_clock::now();
-            for (const Copy& c : task_copies) std::memcpy(c.dst, c.src, c.bytes);
-            if (timed) timed->host_end = std::chrono::steady_clock::now();
+    // `ends` and `mem`'s layout belong to the run, which the task holds.
+    rec.host_pos = host_queue(op.queue).push([run, device_deps = std::move(device_deps),
+                                              host_deps = std::move(host_deps), op, step, mem, &ends, offset, count,
+                                              produced, team, timed, name = std::string(label), device = device_]() {
+      try {
+        CHUNKPIPE_CUDA_TRY(cudaSetDevice(device));
+        // Ring events are re-recorded only after this task is waited for
+        // (see the ring size in ensure_queues), so these still name the ops
+        // this task depends on.
+        for (cudaEvent_t e : device_deps) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e));
+        for (auto& [queue, pos] : host_deps) queue->wait_done(pos);
+        std::size_t got = 0;
+        if (!run->aborted && !(produced && run->source_ended)) {
+          NvtxRange range(name.c_str());
+          if (timed) timed->host_start = std::chrono::steady_clock::now();
+          std::vector<Copy> copies;
+          got = run_host_op(op, step, mem, ends, offset, count, copies, [&](const std::vector<Copy>& c) {
+            team->copy(c);
+            if (timed) {
+              for (const Copy& x : c) timed->op.bytes += x.bytes;
             }
-          } catch (...) {
-            run->fail(std::current_exception());
-          }
-          run->host_task_finished();
-        });
+          });
+          if (timed) timed->host_end = std::chrono::steady_clock::now();
+        }
+        if (produced) {
+          *produced = got;
+          if (got < count) run->source_ended = true;
+        }
+      } catch (...) {
+        if (produced) {
+          *produced = 0;
+          run->source_ended = true;
+        }
+        run->fail(std::current_exception());
+      }
+      run->host_task_finished();
+    });
+  }
+
+  RunState::Timed* start_timing(RunState& run, const Op& op, std::size_t count) {
+    if (!run.profile) return nullptr;
+    run.timed.push_back({});
+    RunState::Timed* t = &run.timed.back();
+    t->op = TimedOp{op.id, op.chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, 0, count};
+    return t;
   }
 
   template <class In>
@@ -369,7 +437,11 @@ class CudaRunner {
       else ++host;
     }
     while (streams_.size() < device_queues_) streams_.push_back(Stream::create());
-    while (host_queues_.size() < host) host_queues_.push_back(std::make_unique<HostQueue>());
+    const int threads = front_.options().host_threads > 0 ? front_.options().host_threads : default_host_threads;
+    while (host_queues_.size() < host) {
+      host_queues_.push_back(std::make_unique<HostQueue>());
+      host_teams_.push_back(std::make_unique<CopyTeam>(threads));
+    }
     // An op's event may be re-recorded once the op `ring_chunks_` chunks
     // later on the same step is issued. Waits reach back at most depth
     // chunks plus how far host-in runs ahead, and a multiple of depth keeps
@@ -383,6 +455,26 @@ class CudaRunner {
       while (events.size() < ring_chunks_) events.push_back(Event::create());
     }
     records_.assign(steps * ring_chunks_, OpRecord{});
+    counts_.assign(ring_chunks_, 0);
+    learned_elems_ = 0;
+  }
+
+  /// Pins a pageable range in place for Staging::registered, once: the
+  /// registration is cached until release_registrations(). Blocks (pinning
+  /// takes tens to hundreds of ms per GiB); throws cuda_error on failure.
+  void register_range(const void* p, std::size_t bytes) {
+    for (const auto& [q, b] : registered_) {
+      if (p >= q && static_cast<const std::byte*>(p) + bytes <= static_cast<const std::byte*>(q) + b) return;
+    }
+    CHUNKPIPE_CUDA_TRY(cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault));
+    registered_.emplace_back(p, bytes);
+  }
+
+  void unregister_all() noexcept {
+    for (const auto& [p, bytes] : registered_) {
+      if (cudaHostUnregister(const_cast<void*>(p)) != cudaSuccess) (void)cudaGetLastError();
+    }
+    registered_.clear();
   }
 
   /// Slot memory, allocated once and reused while runs fit in it.
@@ -450,6 +542,10 @@ class CudaRunner {
   std::vector<std::vector<Event>> ring_;  // [step][chunk % ring_chunks_]
   std::size_t ring_chunks_ = 1;
   std::vector<OpRecord> records_;         // [op id % size]
+  std::vector<std::size_t> counts_;       // [chunk % ring_chunks_]: what a Source produced
+  std::size_t learned_elems_ = 0;         // elements a Source produced so far this run
+  std::vector<std::unique_ptr<CopyTeam>> host_teams_;  // one per host queue
+  std::vector<std::pair<const void*, std::size_t>> registered_;  // Staging::registered ranges
   DeviceBuffer device_arena_;
   PinnedBuffer pinned_arena_;
   std::shared_ptr<RunState> last_;

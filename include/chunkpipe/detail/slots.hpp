@@ -11,6 +11,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -94,17 +97,24 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
 /// One run's host endpoints, type-erased to bytes.
 struct Endpoints {
   struct In {
-    const std::byte* data;
-    std::size_t elem_size;
-    bool staged;
+    const std::byte* data = nullptr;
+    std::size_t elem_size = 0;
+    bool staged = false;  ///< passes through a pinned slot (host_in ops)
+    /// A Source: fills `slot` (capacity elements) for `chunk`, returns the count.
+    std::function<std::size_t(std::size_t chunk, void* slot, std::size_t capacity)> produce;
   };
   struct Out {
-    std::byte* data;
-    std::size_t elem_size;
-    bool staged;
+    std::byte* data = nullptr;
+    std::size_t elem_size = 0;
+    bool staged = false;  ///< passes through a pinned slot (host_out ops)
+    std::size_t size = 0; ///< elements the range holds (checked when a source decides the length)
+    /// A Sink: consumes `count` elements of `chunk`, the first being element `offset` of the run.
+    std::function<void(std::size_t chunk, std::size_t offset, const void* data, std::size_t count)> consume;
   };
   std::vector<In> in;
   std::vector<Out> out;
+  std::function<void()> finish;  ///< after a run that succeeded (a Sink's finish())
+  std::function<void()> abort;   ///< after a run that failed (a Sink's abort())
 };
 
 /// One byte copy an op performs.
@@ -138,7 +148,7 @@ inline void copies_of(const Op& op, const Step& step, const SlotMemory& mem, con
     case OpKind::host_in:
       for (std::size_t i = 0; i < ends.in.size(); ++i) {
         const auto& e = ends.in[i];
-        if (e.staged) {
+        if (e.staged && !e.produce) {
           out.push_back({mem.array(step.writes[0], i, op.slot), e.data + offset * e.elem_size, count * e.elem_size});
         }
       }
@@ -162,7 +172,7 @@ inline void copies_of(const Op& op, const Step& step, const SlotMemory& mem, con
     case OpKind::host_out:
       for (std::size_t o = 0; o < ends.out.size(); ++o) {
         const auto& e = ends.out[o];
-        if (e.staged) {
+        if (e.staged && !e.consume) {
           out.push_back({e.data + offset * e.elem_size, mem.array(step.reads[0], o, op.slot), count * e.elem_size});
         }
       }
@@ -211,21 +221,100 @@ void with_index(std::size_t i, F&& f) {
   with_index_impl(i, f, std::make_index_sequence<N>{});
 }
 
-/// Endpoints for a run's ranges; `staged(span)` decides each range.
-template <class... T, class... U, class Decide>
-Endpoints make_endpoints(const Inputs<T...>& in, const Outputs<U...>& out, Decide&& staged) {
-  Endpoints e;
+template <class F, class = void>
+struct has_finish : std::false_type {};
+template <class F>
+struct has_finish<F, std::void_t<decltype(std::declval<F&>().finish())>> : std::true_type {};
+template <class F, class = void>
+struct has_abort : std::false_type {};
+template <class F>
+struct has_abort<F, std::void_t<decltype(std::declval<F&>().abort())>> : std::true_type {};
+
+/// Endpoints of input ranges; `staged(span)` decides each range.
+template <class... T, class Decide>
+void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
   std::apply(
       [&](const auto&... s) {
-        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), staged(s)}), ...);
+        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), staged(s), {}}), ...);
       },
       in.spans);
+}
+
+/// The endpoint of a Source, which the run keeps alive.
+template <class T, class F, class Decide>
+void add_inputs(Endpoints& e, const Source<T, F>& in, Decide&&) {
+  auto src = std::make_shared<Source<T, F>>(in);
+  e.in.push_back({nullptr, sizeof(T), true, [src](std::size_t chunk, void* slot, std::size_t capacity) {
+                    const std::size_t n = src->fn(chunk, ::cuda::std::span<T>(static_cast<T*>(slot), capacity));
+                    if (n > capacity) {
+                      throw pipeline_error("chunkpipe: a source returned " + std::to_string(n) +
+                                           " elements for a slot of " + std::to_string(capacity));
+                    }
+                    return n;
+                  }});
+}
+
+template <class... U, class Decide>
+void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged) {
   std::apply(
       [&](const auto&... s) {
-        (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s)}), ...);
+        (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s), s.size, {}}), ...);
       },
       out.spans);
+}
+
+template <class U, class F, class Decide>
+void add_outputs(Endpoints& e, const Sink<U, F>& out, Decide&&) {
+  auto snk = std::make_shared<Sink<U, F>>(out);
+  e.out.push_back({nullptr, sizeof(U), true, 0,
+                   [snk](std::size_t chunk, std::size_t offset, const void* data, std::size_t count) {
+                     snk->fn(chunk, offset, ::cuda::std::span<const U>(static_cast<const U*>(data), count));
+                   }});
+  if constexpr (has_finish<F>::value) e.finish = [snk] { snk->fn.finish(); };
+  if constexpr (has_abort<F>::value) e.abort = [snk] { snk->fn.abort(); };
+}
+
+/// Endpoints for a run's two sides; `staged(span)` decides each range.
+template <class In, class Out, class Decide>
+Endpoints make_endpoints(const In& in, const Out& out, Decide&& staged) {
+  Endpoints e;
+  add_inputs(e, in, staged);
+  add_outputs(e, out, staged);
   return e;
+}
+
+/// Runs a host op of chunk `chunk` (elements [offset, offset + count) of
+/// the run): a Source fills its slot, a Sink consumes its slot, staged
+/// ranges are copied with `copy(copies)`. For host_in, `count` is the
+/// slot's capacity when a Source decides the length; returns the elements
+/// the chunk holds (what the Source produced, else `count`). Throws what a
+/// source or sink throws, and pipeline_error when a source produces more
+/// than an output range holds.
+template <class CopyFn>
+std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
+                        std::size_t offset, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy) {
+  if (count == 0) return 0;
+  std::size_t produced = count;
+  if (op.kind == OpKind::host_in) {
+    for (std::size_t i = 0; i < ends.in.size(); ++i) {
+      if (!ends.in[i].produce) continue;
+      produced = ends.in[i].produce(op.chunk, mem.array(step.writes[0], i, op.slot), count);
+      for (std::size_t o = 0; o < ends.out.size(); ++o) {
+        const auto& e = ends.out[o];
+        if (!e.consume && offset + produced > e.size) {
+          throw pipeline_error("chunkpipe: the source produced more than the " + std::to_string(e.size) +
+                               " elements output " + std::to_string(o) + " holds");
+        }
+      }
+    }
+  } else {
+    for (std::size_t o = 0; o < ends.out.size(); ++o) {
+      if (ends.out[o].consume) ends.out[o].consume(op.chunk, offset, mem.array(step.reads[0], o, op.slot), count);
+    }
+  }
+  copies_of(op, step, mem, ends, offset, produced, scratch);
+  if (!scratch.empty()) copy(scratch);
+  return produced;
 }
 
 }  // namespace chunkpipe::detail
