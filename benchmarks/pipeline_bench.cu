@@ -76,6 +76,7 @@ struct Args {
   std::vector<std::size_t> chunks_mib{1, 4, 16, 64, 256};
   int runs = 5;
   bool use_double = false;
+  bool tune = true;
   std::string csv = "pipeline_bench.csv";
   std::string svg = "pipeline_bench.svg";
 };
@@ -96,6 +97,7 @@ void usage() {
       "  --chunk-mib a,b,...   chunk sizes in MiB (default 1,4,16,64,256)\n"
       "  --runs N              timed passes per figure, median kept (default 5)\n"
       "  --double              8-byte elements instead of float\n"
+      "  --no-tune             skip the grain x depth table of the automatic policy\n"
       "  --csv PATH --svg PATH outputs (default pipeline_bench.csv/.svg)\n");
 }
 
@@ -122,6 +124,8 @@ bool parse(int argc, char** argv, Args& a) {
       for (long v : parse_list(next())) a.chunks_mib.push_back(static_cast<std::size_t>(v));
     } else if (k == "--runs") {
       a.runs = std::max(1, std::atoi(next()));
+    } else if (k == "--no-tune") {
+      a.tune = false;
     } else if (k == "--double") {
       a.use_double = true;
     } else if (k == "--csv") {
@@ -408,6 +412,41 @@ int bench(const Args& a, int engines) {
         const double predicted = chunkpipe::makespan_ms(chunkpipe::simulate(pipe.plan_for(total), w, machine));
         add(cfg.name, "chunkpipe", cfg.depth, t, us / static_cast<double>(pipe.plan_for(total).chunks), predicted);
       }
+      // Host cost of issuing a chunk against the time the chunk's copy in takes.
+      const double copy_us = c.h2d * 1e3 * static_cast<double>(chunk) / static_cast<double>(total);
+      std::printf("%9s issue cost per chunk: stage_streams d3 %.1f us, auto %.1f us; one chunk's copy in takes %.1f us\n",
+                  "", rows[rows.size() - 3].enqueue_us_per_chunk, rows.back().enqueue_us_per_chunk, copy_us);
+    }
+  }
+
+  // Defaults: the automatic policy at the lesson's 64 MiB window, across
+  // grains and depths, so the library's defaults rest on this run.
+  struct Tuning {
+    int iters;
+    std::size_t grain_kib;
+    int depth;
+    Timing t;
+    double floor_ms;
+  };
+  std::vector<Tuning> tuning;
+  if (a.tune) {
+    std::printf("\n== defaults: automatic policy at a 64 MiB window (grain x depth)\n%6s %9s %6s %9s %7s\n", "FMAs",
+                "grain", "depth", "median", "eff");
+    const std::size_t window = std::min(total, 64 * kMiB / sizeof(T));
+    for (int iters : a.intensities) {
+      if (iters != 0 && iters != 512 && iters != 2048) continue;
+      const ChainedFma<T> f{iters};
+      for (std::size_t grain_kib : {1024, 2048, 4096, 8192, 16384, 65536}) {
+        for (int depth : {2, 3, 4}) {
+          Pipe pipe({.chunk_elems = window, .depth = depth, .grain_elems = grain_kib * 1024 / sizeof(T)},
+                    chunkpipe::Map<ChainedFma<T>>{f});
+          pipe.run(in, out);
+          const Timing t = time_passes(a.runs, [&] { pipe.run(in, out); });
+          tuning.push_back({iters, grain_kib, depth, t, comps[iters].floor()});
+          std::printf("%6d %6zu KiB %6d %9.3f %7.3f\n", iters, grain_kib, depth, t.median,
+                      comps[iters].floor() / t.median);
+        }
+      }
     }
   }
 
@@ -427,6 +466,11 @@ int bench(const Args& a, int engines) {
           << chunkpipe::default_depth << ',' << t.median << ',' << t.min << ',' << t.max << ','
           << comps[iters].floor() << ',' << comps[iters].floor() / t.median << ",," << default_enqueue[iters]
           << ",-1\n";
+    }
+    for (const Tuning& u : tuning) {
+      csv << sizeof(T) << ',' << a.total_mib << ',' << u.iters << ",64,cp auto grain " << u.grain_kib << " KiB,tuning,"
+          << u.depth << ',' << u.t.median << ',' << u.t.min << ',' << u.t.max << ',' << u.floor_ms << ','
+          << u.floor_ms / u.t.median << ",,,-1\n";
     }
     if (!csv) std::fprintf(stderr, "warning: could not write %s\n", a.csv.c_str());
   }

@@ -398,6 +398,12 @@ int main(int argc, char** argv) {
         p.run(in, out);
         chunkpipe::Report rep = p.report();
         rep.label = r.title;
+        // What the events cost: this profiled run against the unprofiled median.
+        const double unprofiled = std::string(r.file) == "naive" ? t_naive
+                                  : std::string(r.file) == "double_buffer" ? t_lesson : t_lib;
+        const double made = chunkpipe::makespan_ms(rep);
+        std::printf("\nprofiling cost: %.3f ms profiled vs %.3f ms unprofiled = %.2f us per op (%zu ops)\n", made,
+                    unprofiled, 1e3 * (made - unprofiled) / static_cast<double>(rep.ops.size()), rep.ops.size());
         std::printf("\n%s%s", chunkpipe::ascii_timeline(rep, 100).c_str(), "");
         const std::string base = c.timeline + "/" + r.file;
         chunkpipe::write_svg(rep, base + ".svg");

@@ -67,19 +67,18 @@ class ChunkedPipeline {
   ~ChunkedPipeline() = default;
 
   /// Runs `in` through the stages into `out` and returns when every output
-  /// element is written. `in`/`out` are ranges or inputs(...)/outputs(...).
-  /// Throws config_error for bad ranges before anything is queued; on a
-  /// CUDA failure cuda_error, on a failing stage what it threw, and in both
-  /// cases only after every stream and host task of the run has stopped.
+  /// element is written. `in`/`out` are ranges or inputs(...)/outputs(...);
+  /// `in` may also be a Source and `out` a Sink (io.hpp), and then the
+  /// length need not be known up front. Pageable ranges are staged as
+  /// Options::staging says. Throws config_error for bad ranges before
+  /// anything is queued; on a CUDA failure cuda_error, on a failing stage,
+  /// source or sink what it threw, and always only after every stream and
+  /// host task of the run has stopped.
   template <class In, class Out>
   void run(In&& in, Out&& out) {
     runner_->start(std::forward<In>(in), std::forward<Out>(out), false).wait();
   }
 
-  /// `in` may also be a Source and `out` a Sink (io.hpp): then the length
-  /// need not be known up front and host threads produce or consume each
-  /// chunk in a pinned slot.
-  ///
   /// Starts the same run and returns once it is queued; the ticket's wait()
   /// blocks until it is complete and throws its errors. With only pinned (or
   /// device) memory this returns after enqueueing every op; when pageable

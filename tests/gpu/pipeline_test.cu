@@ -254,3 +254,117 @@ TEST_CASE("a throwing stage stops the run, drains it, and leaves the pipeline us
     for (std::size_t i = 0; i < small.size(); ++i) REQUIRE(small[i] == 2.f * sx[i]);
   }
 }
+
+namespace {
+
+float value_at(std::size_t i) { return static_cast<float>(i % 4093) / 4093.0f - 0.5f; }
+
+struct PatternSource {  // `total` elements of value_at(i), then ends
+  std::size_t total;
+  std::size_t operator()(std::size_t chunk, ::cuda::std::span<float> slot) const {
+    const std::size_t begin = chunk * slot.size();
+    const std::size_t n = begin < total ? std::min(slot.size(), total - begin) : 0;
+    for (std::size_t i = 0; i < n; ++i) slot[i] = value_at(begin + i);
+    return n;
+  }
+};
+
+struct Gather {  // sink into a vector, counting finish/abort
+  std::vector<float>* out;
+  int* finished;
+  int* aborted;
+  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const float> data) const {
+    std::memcpy(out->data() + offset, data.data(), data.size() * sizeof(float));
+  }
+  void finish() const { ++*finished; }
+  void abort() const { ++*aborted; }
+};
+
+}  // namespace
+
+TEST_CASE("every staging mode moves pageable memory correctly", "[gpu][staging]") {
+  const std::size_t n = (std::size_t{3} << 20) + 17;
+  const auto x = random_floats(n, 11);
+  for (Staging mode : {Staging::automatic, Staging::threads, Staging::registered, Staging::direct}) {
+    for (int threads : {1, 4}) {
+      ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 18, .staging = mode, .host_threads = threads});
+      std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
+      pipe.run(x, y);
+      pipe.run(x, y);  // registered: the second run reuses the registration
+      INFO("staging " << static_cast<int>(mode) << " threads " << threads);
+      for (std::size_t i = 0; i < n; i += 7) REQUIRE(y[i] == Chain{}(x[i]));
+      REQUIRE(y[n - 1] == Chain{}(x[n - 1]));
+      pipe.release_registrations();
+    }
+  }
+}
+
+TEST_CASE("a source of unknown length into a sink and into a range", "[gpu][source]") {
+  for (std::size_t total : {std::size_t{5'000'000}, std::size_t{4} << 20, std::size_t{0}}) {
+    for (Policy policy : all_policies) {
+      ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 20, .depth = 3, .policy = policy, .profile = true},
+                                       Map<Scale>{{4.f}});
+      std::vector<float> got(total + 8, std::numeric_limits<float>::quiet_NaN());
+      int finished = 0, aborted = 0;
+      pipe.run(source<float>(PatternSource{total}), sink<float>(Gather{&got, &finished, &aborted}));
+      INFO(to_string(policy) << " total " << total);
+      REQUIRE(finished == 1);
+      REQUIRE(aborted == 0);
+      for (std::size_t i = 0; i < total; ++i) REQUIRE(got[i] == 4.f * value_at(i));
+      for (std::size_t i = total; i < got.size(); ++i) REQUIRE(std::isnan(got[i]));
+      REQUIRE(pipe.report().elems == total);
+
+      std::vector<float> range(total, std::numeric_limits<float>::quiet_NaN());
+      RunTicket t = pipe.run_async(source<float>(PatternSource{total}), range);
+      t.wait();
+      for (std::size_t i = 0; i < total; ++i) REQUIRE(range[i] == 4.f * value_at(i));
+    }
+  }
+}
+
+TEST_CASE("a failing source or sink drains the run and leaves the pipeline usable", "[gpu][errors]") {
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 18, .depth = 3}, Map<Scale>{{2.f}});
+  std::vector<float> got(1 << 22);
+  int finished = 0, aborted = 0;
+  auto failing = source<float>([](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {
+    if (chunk == 5) throw std::runtime_error("source failed at chunk 5");
+    for (std::size_t i = 0; i < slot.size(); ++i) slot[i] = value_at(i);
+    return slot.size();
+  });
+  try {
+    pipe.run(failing, sink<float>(Gather{&got, &finished, &aborted}));
+    FAIL("expected the source's error");
+  } catch (const std::runtime_error& e) {
+    REQUIRE(std::string(e.what()) == "source failed at chunk 5");
+  }
+  REQUIRE(finished == 0);
+  REQUIRE(aborted == 1);
+
+  struct Throws {
+    void operator()(std::size_t chunk, std::size_t, ::cuda::std::span<const float>) const {
+      if (chunk == 2) throw std::runtime_error("sink failed");
+    }
+  };
+  const auto x = random_floats(1 << 21, 12);
+  REQUIRE_THROWS_AS(pipe.run(x, sink<float>(Throws{})), std::runtime_error);
+
+  std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+  pipe.run(x, y);
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == 2.f * x[i]);
+  REQUIRE(pipe.healthy());
+}
+
+TEST_CASE("the link and a stage can be measured", "[gpu][measure]") {
+  const LinkModel link = measure_link(-1, std::size_t{64} << 20, std::size_t{16} << 20, 2);
+  INFO("h2d " << link.h2d_gbps << " d2h " << link.d2h_gbps << " both " << link.both_gbps << " GB/s, latency "
+              << link.latency_us << " us");
+  REQUIRE(link.h2d_gbps > 1.0);
+  REQUIRE(link.d2h_gbps > 1.0);
+  REQUIRE(link.both_gbps >= std::max(link.h2d_gbps, link.d2h_gbps) * 0.9);
+  REQUIRE(link.latency_us > 0.0);
+  REQUIRE(link.copy_engines >= 1);
+  const double light = measure_map_ns_per_elem<float>(Scale{2.f}, std::size_t{1} << 22);
+  const double heavy = measure_map_ns_per_elem<float>(Chain{4096}, std::size_t{1} << 22);
+  REQUIRE(light > 0.0);
+  REQUIRE(heavy > 4 * light);  // 4096 dependent FMAs cost more than one multiply
+}

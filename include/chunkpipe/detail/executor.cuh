@@ -273,8 +273,11 @@ class CudaRunner {
     };
 
     char label[64];
-    std::snprintf(label, sizeof label, "chunk %zu %s %d", op.chunk, std::string(to_string(op.kind)).c_str(),
-                  op.stage);
+    if (op.kind == OpKind::stage) {
+      std::snprintf(label, sizeof label, "chunk %zu stage %d", op.chunk, op.stage);
+    } else {
+      std::snprintf(label, sizeof label, "chunk %zu %s", op.chunk, std::string(to_string(op.kind)).c_str());
+    }
 
     if (!is_host_queue(op.queue)) {
       cudaStream_t stream = streams_[static_cast<std::size_t>(op.queue)].get();
