@@ -5,16 +5,21 @@
 # OUTDIR/gpu-check.tar.gz; a summary is printed last and kept in
 # OUTDIR/summary.txt.
 #
-#   scripts/gpu-check.sh OUTDIR [--bench] [--bench-args "..."] [--no-sanitizer]
-#                               [--demo-args "..."]
+#   scripts/gpu-check.sh OUTDIR [--bench | --only-bench] [--bench-args "..."]
+#                               [--staging] [--no-sanitizer] [--demo-args "..."]
+#
+# --bench adds benchmarks/pipeline_bench (--only-bench runs nothing else
+# after the build); --staging adds benchmarks/staging_bench.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu-check.sh OUTDIR [--bench] [--bench-args ARGS] [--no-sanitizer]}
 shift
-bench=0; sanitize=1; bench_args=""; demo_args="--sweep"
+bench=0; staging=0; sanitize=1; bench_args=""; demo_args="--sweep"; only_bench=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) bench=1 ;;
+    --only-bench) bench=1; only_bench=1 ;;
+    --staging) staging=1 ;;
     --bench-args) bench_args=$2; shift ;;
     --demo-args) demo_args=$2; shift ;;
     --no-sanitizer) sanitize=0 ;;
@@ -50,6 +55,7 @@ step configure 300 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUD
   -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" || { tail -30 "$logs/configure.log"; }
 step build 900 cmake --build "$build" -j16 || { grep -E "error" "$logs/build.log" | head -30 | tee -a "$summary"; }
 
+if [ $only_bench = 0 ]; then
 # CPU tests in parallel; GPU tests one at a time so they do not share the card.
 step ctest-cpu 300 ctest --test-dir "$build" -LE gpu --output-on-failure -j16
 step ctest-gpu 300 ctest --test-dir "$build" -L gpu -LE example --output-on-failure -j1
@@ -58,6 +64,7 @@ grep -E "tests passed|tests failed|Skipped|Failed|\*\*\*" "$logs/ctest-cpu.log" 
 for ex in overlap saxpy multistage chunk_sort prefetch; do
   [ -x "$build/examples/$ex" ] && step "example-$ex" 120 "$build/examples/$ex"
 done
+[ -x "$build/examples/file_convert" ] && step example-file_convert 300 "$build/examples/file_convert" --mib 2048
 step example-predict 60 "$build/examples/predict" --out "$logs"
 # The main job, as scripts/demo.sh runs it.
 step double_buffer 300 "$build/examples/double_buffer" $demo_args --timeline "$logs"
@@ -71,6 +78,13 @@ if [ $sanitize = 1 ]; then
     step "memcheck-$name" "${MEMCHECK_TIMEOUT:-300}" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 "$t"
     grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$logs/memcheck-$name.log" | tail -3 | tee -a "$summary"
   done
+fi
+
+fi  # only_bench
+
+if [ $staging = 1 ]; then
+  step staging_bench 300 "$build/benchmarks/staging_bench" --csv "$logs/staging.csv"
+  tail -25 "$logs/staging_bench.log"
 fi
 
 if [ $bench = 1 ]; then

@@ -57,14 +57,15 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
     const bool stage_pageable = this->options_.staging == Staging::automatic ||
                                 this->options_.staging == Staging::threads;
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    detail::Endpoints ends = detail::make_endpoints(ins, outs, staged);
+    using in_types = typename detail::side_types<decltype(ins)>::type;
+    using out_types = typename detail::side_types<decltype(outs)>::type;
+    detail::Endpoints ends = detail::make_endpoints(std::move(ins), std::move(outs), staged);
     bool stage_in = false, stage_out = false;
     for (const auto& e : ends.in) stage_in = stage_in || e.staged;
     for (const auto& e : ends.out) stage_out = stage_out || e.staged;
     const Geometry& g = this->geometry_;
     PlanBuilder builder(g.policy, g.depth, this->shape(stage_in, stage_out));
-    execute(builder, typename detail::side_types<decltype(ins)>::type{},
-            typename detail::side_types<decltype(outs)>::type{}, ends, n);
+    execute(builder, in_types{}, out_types{}, ends, n);
   }
 
   /// Runs a given plan, which may be hand-built or broken on purpose, over
@@ -77,7 +78,9 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
     auto outs = detail::as_outputs(std::forward<Out>(out));
     const std::size_t n = detail::validate_run(ins, outs);
     auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
-    detail::Endpoints ends = detail::make_endpoints(ins, outs, staged);
+    using in_types = typename detail::side_types<decltype(ins)>::type;
+    using out_types = typename detail::side_types<decltype(outs)>::type;
+    detail::Endpoints ends = detail::make_endpoints(std::move(ins), std::move(outs), staged);
     std::vector<Op> ops = plan.ops;
     execute_ops(plan.steps, plan.buffers.size(), plan.queues.size(), plan.depth,
                 [&](std::size_t, std::vector<Op>& out_ops) {
@@ -86,8 +89,7 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
                   ops.clear();
                   return true;
                 },
-                typename detail::side_types<decltype(ins)>::type{}, typename detail::side_types<decltype(outs)>::type{},
-                ends, n);
+                in_types{}, out_types{}, ends, n);
     last_plan_ = plan;
   }
 
@@ -106,7 +108,10 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
     last_plan_.queues = builder.queues();
     last_plan_.steps = builder.steps();
     last_plan_.buffers = builder.buffers();
-    if (n == 0) return;
+    if (n == 0) {
+      conclude(ends);  // nothing to move; a Sink still finishes
+      return;
+    }
     execute_ops(builder.steps(), builder.buffers().size(), builder.queues().size(), builder.depth(),
                 [&](std::size_t limit_now, std::vector<Op>& out_ops) { return builder.next_tick(limit_now, out_ops); },
                 InT{}, OutT{}, ends, n);
@@ -131,8 +136,8 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
     const detail::SlotMemory mem{&layout, device.data(), pinned.data()};
 
     // Elements of each chunk; with a Source, learned as it produces.
-    const bool open_ended = n == detail::unknown_length;
-    std::size_t known_chunks = open_ended ? detail::unknown_length : this->chunks_for(n);
+    const bool open_ended = n == unknown_length;
+    std::size_t known_chunks = open_ended ? unknown_length : this->chunks_for(n);
     std::vector<std::size_t> produced;  // per chunk, for open-ended runs
     bool ended = false;
     auto elems_of = [&](std::size_t c) -> std::size_t {
@@ -236,10 +241,10 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
                              std::to_string(ops.size() - done) + " ops never became ready");
       }
     } catch (...) {
-      if (ends.abort) ends.abort();
+      abort_quietly(ends);
       throw;
     }
-    if (ends.finish) ends.finish();
+    conclude(ends);
     last_plan_.chunks = open_ended ? known_chunks : this->chunks_for(n);
     last_plan_.ops = std::move(ops);
   }
@@ -282,6 +287,26 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
                          std::size_t elems) {
     ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, elems, nullptr, Backend::host};
     stage.fn(ctx);
+  }
+
+  // A Sink's finish() after a run that succeeded; abort() if finish() throws.
+  static void conclude(detail::Endpoints& ends) {
+    if (!ends.finish) return;
+    try {
+      ends.finish();
+    } catch (...) {
+      abort_quietly(ends);
+      throw;
+    }
+  }
+  // A Sink's abort() after a failed run; what it throws would hide the
+  // run's own error, so it is dropped.
+  static void abort_quietly(detail::Endpoints& ends) noexcept {
+    if (!ends.abort) return;
+    try {
+      ends.abort();
+    } catch (...) {
+    }
   }
 
   static std::vector<std::byte> poisoned(std::size_t bytes) {

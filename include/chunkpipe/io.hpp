@@ -136,13 +136,18 @@ auto outputs(R&&... ranges) {
       {host_span(std::forward<R>(ranges))...}};
 }
 
+/// The element count of a run whose length is not known up front: its
+/// input is a Source, which ends it.
+inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
+
 /// Input produced on demand: `fn(chunk, slot)` fills the pinned span `slot`
 /// (chunk_elems long) for chunk `chunk` and returns how many elements it
 /// wrote. Returning fewer than slot.size() ends the input after this chunk;
 /// the total need not be known up front. Called on a chunkpipe host thread,
 /// in chunk order, while the GPU works on earlier chunks; never again after
 /// it ended the input or threw. What it throws ends the run and reaches the
-/// caller. The pipeline keeps its own copy of the Source for the run.
+/// caller. The pipeline moves or copies the Source into the run (it may be
+/// move-only) and lets go of it when the run has been waited for.
 ///   auto src = chunkpipe::source<float>([&](std::size_t k, ::cuda::std::span<float> slot) { ... });
 template <class T, class F>
 struct Source {
@@ -158,9 +163,13 @@ Source<T, std::decay_t<F>> source(F&& fn) {
 /// chunk's output (a span of const U in a pinned slot, valid only during
 /// the call) with the index of its first element in the run. Called on a
 /// chunkpipe host thread, in chunk order. If F has `finish()`, it is called
-/// once after the last chunk of a run that succeeded, before the run
-/// returns; if F has `abort()`, once after a run that failed. What they
-/// throw reaches the caller. The pipeline keeps its own copy for the run.
+/// once after the last chunk of a run that succeeded (an empty run too),
+/// before run() returns or, for run_async, inside the ticket's wait(): a
+/// ticket never waited for never finishes its sink. If F has `abort()`, it
+/// is called once after a run that failed, finish() throwing included.
+/// What finish() throws reaches the caller; what abort() throws is dropped
+/// in favour of the run's own error. The pipeline moves or copies the Sink
+/// into the run and lets go of it when the run has been waited for.
 template <class U, class F>
 struct Sink {
   F fn;
@@ -172,6 +181,8 @@ Sink<U, std::decay_t<F>> sink(F&& fn) {
 }
 
 namespace detail {
+
+using ::chunkpipe::unknown_length;
 
 template <class T>
 struct is_source : std::false_type {};
@@ -186,7 +197,7 @@ struct is_sink<Sink<U, F>> : std::true_type {};
 template <class R>
 auto as_inputs(R&& r) {
   if constexpr (is_inputs<std::decay_t<R>>::value || is_source<std::decay_t<R>>::value) {
-    return std::decay_t<R>(r);
+    return std::decay_t<R>(std::forward<R>(r));
   } else {
     return inputs(std::forward<R>(r));
   }
@@ -194,15 +205,11 @@ auto as_inputs(R&& r) {
 template <class R>
 auto as_outputs(R&& r) {
   if constexpr (is_outputs<std::decay_t<R>>::value || is_sink<std::decay_t<R>>::value) {
-    return std::decay_t<R>(r);
+    return std::decay_t<R>(std::forward<R>(r));
   } else {
     return outputs(std::forward<R>(r));
   }
 }
-
-/// The element count of a run whose length is not known up front (its
-/// input is a Source).
-inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
 
 /// Element types of a run's input or output side.
 template <class X>

@@ -56,9 +56,10 @@ struct RunState {
     aborted = true;
   }
 
-  // A Sink's finish() and abort(): exactly one of them runs, once, in wait().
+  // A Sink's finish() and abort(), run from wait(): finish() once if the run
+  // succeeded, abort() once if it failed (finish() throwing included).
   std::function<void()> on_success, on_failure;
-  bool concluded = false;
+  bool finish_called = false, abort_called = false;
   std::atomic<bool> source_ended{false};  // a Source returned a short chunk
 
   std::thread driver;  // set when a chunkpipe thread drives the run
@@ -106,6 +107,13 @@ struct RunState {
 
   /// Waits for everything the run queued; throws its first error.
   void wait();
+  /// Lets go of the run's sources, sinks and endpoints once it is over, so
+  /// that (say) a file source's descriptor closes now, not at the next run.
+  void release() {
+    keep_alive.clear();
+    on_success = nullptr;
+    on_failure = nullptr;
+  }
   bool ready();
   void build_report();
 };
@@ -122,11 +130,10 @@ inline void RunState::wait() {
     try {
       for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e.get()));
       if (profile) build_report();
-      if (!concluded && on_success) {
-        concluded = true;
+      if (!finish_called && on_success) {
+        finish_called = true;
         on_success();
       }
-      concluded = true;
     } catch (const cuda_error& e) {
       // A kernel that faulted shows up here, at the first synchronisation.
       if (is_sticky(e.code())) health->mark(e.what());
@@ -138,19 +145,19 @@ inline void RunState::wait() {
     failure = error;
   }
   if (failure) {
-    if (!concluded) {
-      concluded = true;
-      if (on_failure) {
-        try {
-          on_failure();
-        } catch (...) {
-          // The run's own error is the one to report.
-        }
+    if (!abort_called && on_failure) {
+      abort_called = true;
+      try {
+        on_failure();
+      } catch (...) {
+        // The run's own error is the one to report.
       }
     }
+    release();
     std::rethrow_exception(failure);
   }
   finished = true;
+  release();
 }
 
 inline bool RunState::ready() {

@@ -320,6 +320,13 @@ TEST_CASE("a source of unknown length into a sink and into a range", "[gpu][sour
       for (std::size_t i = 0; i < total; ++i) REQUIRE(range[i] == 4.f * value_at(i));
     }
   }
+  // An empty range into a sink: nothing moves, and the sink still finishes.
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 20});
+  std::vector<float> none, got;
+  int finished = 0, aborted = 0;
+  pipe.run(none, sink<float>(Gather{&got, &finished, &aborted}));
+  REQUIRE(finished == 1);
+  REQUIRE(aborted == 0);
 }
 
 TEST_CASE("a failing source or sink drains the run and leaves the pipeline usable", "[gpu][errors]") {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -175,4 +176,64 @@ TEST_CASE("staging modes: host ops only where pageable memory is staged by threa
     REQUIRE(host_ops == (mode == Staging::automatic || mode == Staging::threads));
   }
   REQUIRE_THROWS_AS(HostPipeline<Map<Fma>>({.host_threads = -1}), config_error);
+}
+
+TEST_CASE("sink hooks: an empty run finishes, a failing finish aborts, abort cannot hide the error", "[host][sink]") {
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = 64, .depth = 2}, Map<Fma>{{1.f, 0.f}});
+  std::vector<float> got;
+  std::vector<std::size_t> chunks;
+  int finished = 0, aborted = 0;
+  std::vector<float> empty;
+  pipe.run(empty, sink<float>(Collect{&got, &chunks, &finished, &aborted}));
+  REQUIRE(finished == 1);
+  REQUIRE(aborted == 0);
+  REQUIRE(chunks.empty());
+
+  struct FinishFails {
+    int* aborted;
+    void operator()(std::size_t, std::size_t, ::cuda::std::span<const float>) const {}
+    void finish() const { throw pipeline_error("could not rename"); }
+    void abort() const { ++*aborted; }
+  };
+  aborted = 0;
+  std::vector<float> x(100, 1.f);
+  REQUIRE_THROWS_AS(pipe.run(x, sink<float>(FinishFails{&aborted})), pipeline_error);
+  REQUIRE(aborted == 1);
+
+  struct AbortThrows {
+    void operator()(std::size_t chunk, std::size_t, ::cuda::std::span<const float>) const {
+      if (chunk == 0) throw std::runtime_error("the real error");
+    }
+    void abort() const { throw std::logic_error("cleanup failed too"); }
+  };
+  try {
+    pipe.run(x, sink<float>(AbortThrows{}));
+    FAIL("expected the sink's error");
+  } catch (const std::runtime_error& e) {
+    REQUIRE(std::string(e.what()) == "the real error");
+  }
+}
+
+TEST_CASE("a move-only source and sink are moved into the run", "[host][source]") {
+  struct Owning {  // move-only: owns its state
+    std::unique_ptr<std::size_t> left = std::make_unique<std::size_t>(150);
+    std::size_t operator()(std::size_t, ::cuda::std::span<float> slot) {
+      const std::size_t n = std::min(*left, slot.size());
+      for (std::size_t i = 0; i < n; ++i) slot[i] = 2.f;
+      *left -= n;
+      return n;
+    }
+  };
+  struct Sum {
+    std::unique_ptr<double> total = std::make_unique<double>(0.0);
+    double* result;
+    void operator()(std::size_t, std::size_t, ::cuda::std::span<const float> d) {
+      for (float v : d) *total += v;
+    }
+    void finish() { *result = *total; }
+  };
+  double result = 0;
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = 64, .depth = 2}, Map<Fma>{{3.f, 0.f}});
+  pipe.run(source<float>(Owning{}), sink<float>(Sum{std::make_unique<double>(0.0), &result}));
+  REQUIRE(result == 150 * 6.0);
 }

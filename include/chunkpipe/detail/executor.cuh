@@ -96,9 +96,7 @@ class CudaRunner {
   /// run itself are kept in the ticket.
   template <class In, class Out>
   RunTicket start(In&& in, Out&& out, bool detach) {
-    auto ins = as_inputs(std::forward<In>(in));
-    auto outs = as_outputs(std::forward<Out>(out));
-    return start_impl(ins, outs, detach);
+    return start_impl(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out)), detach);
   }
 
   /// Waits for the most recent run; throws its error.
@@ -119,7 +117,7 @@ class CudaRunner {
   };
 
   template <class InSide, class OutSide>
-  RunTicket start_impl(const InSide& ins, const OutSide& outs, bool detach) {
+  RunTicket start_impl(InSide ins, OutSide outs, bool detach) {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     if (health_->broken) {
@@ -132,10 +130,6 @@ class CudaRunner {
     auto run = std::make_shared<RunState>();
     run->device = device_;
     run->health = health_;
-    if (n == 0) {
-      run->finished = true;  // nothing to do, nothing queued
-      return RunTicket(run);
-    }
 
     // How each pageable range crosses (Options::staging). Registering
     // blocks here, before anything is queued.
@@ -150,9 +144,10 @@ class CudaRunner {
     };
     // Host tasks may outlive this call and the driver: the run owns what
     // they read.
-    auto ends = std::make_shared<const Endpoints>(make_endpoints(ins, outs, staged));
+    auto ends = std::make_shared<const Endpoints>(make_endpoints(std::move(ins), std::move(outs), staged));
     run->on_success = ends->finish;
     run->on_failure = ends->abort;
+    if (n == 0) return RunTicket(run);  // nothing queued; wait() still finishes a Sink
     bool stage_in = false, stage_out = false;
     for (const auto& e : ends->in) stage_in = stage_in || e.staged;
     for (const auto& e : ends->out) stage_out = stage_out || e.staged;

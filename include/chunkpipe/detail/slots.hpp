@@ -242,8 +242,8 @@ void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
 
 /// The endpoint of a Source, which the run keeps alive.
 template <class T, class F, class Decide>
-void add_inputs(Endpoints& e, const Source<T, F>& in, Decide&&) {
-  auto src = std::make_shared<Source<T, F>>(in);
+void add_inputs(Endpoints& e, Source<T, F> in, Decide&&) {
+  auto src = std::make_shared<Source<T, F>>(std::move(in));
   e.in.push_back({nullptr, sizeof(T), true, [src](std::size_t chunk, void* slot, std::size_t capacity) {
                     const std::size_t n = src->fn(chunk, ::cuda::std::span<T>(static_cast<T*>(slot), capacity));
                     if (n > capacity) {
@@ -264,8 +264,8 @@ void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged) {
 }
 
 template <class U, class F, class Decide>
-void add_outputs(Endpoints& e, const Sink<U, F>& out, Decide&&) {
-  auto snk = std::make_shared<Sink<U, F>>(out);
+void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&) {
+  auto snk = std::make_shared<Sink<U, F>>(std::move(out));
   e.out.push_back({nullptr, sizeof(U), true, 0,
                    [snk](std::size_t chunk, std::size_t offset, const void* data, std::size_t count) {
                      snk->fn(chunk, offset, ::cuda::std::span<const U>(static_cast<const U*>(data), count));
@@ -276,10 +276,10 @@ void add_outputs(Endpoints& e, const Sink<U, F>& out, Decide&&) {
 
 /// Endpoints for a run's two sides; `staged(span)` decides each range.
 template <class In, class Out, class Decide>
-Endpoints make_endpoints(const In& in, const Out& out, Decide&& staged) {
+Endpoints make_endpoints(In in, Out out, Decide&& staged) {
   Endpoints e;
-  add_inputs(e, in, staged);
-  add_outputs(e, out, staged);
+  add_inputs(e, std::move(in), staged);
+  add_outputs(e, std::move(out), staged);
   return e;
 }
 

@@ -1,0 +1,407 @@
+// Files and generators as the two ends of a run, built on Source and Sink
+// (io.hpp). Host-only C++17 on POSIX (open, pread, pwrite, rename); no CUDA.
+//
+//   auto in  = chunkpipe::file_source<float>("big.f32");     // throws now if unreadable
+//   auto out = chunkpipe::file_sink<__half>("big.f16");      // writes big.f16.partial
+//   pipe.run(in, out);                                       // renamed to big.f16 on success
+//
+//   pipe.run(chunkpipe::generate<float>(n, [](std::size_t i) { return 0.5f * i; }), y);
+//
+// A file source reads each chunk straight into the pipeline's pinned slot,
+// and a file sink writes each chunk's output straight from its pinned slot:
+// no extra host copy, and no host buffer the size of the file, so files far
+// larger than host RAM stream through. Both run on chunkpipe's host threads
+// while the GPU works on other chunks.
+//
+// The objects returned here are cheap handles: copies share one open file,
+// as a run keeps its own copy of its Source and Sink. One run at a time may
+// use a handle.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/io.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace chunkpipe {
+
+/// How file_sink writes.
+struct FileSinkOptions {
+  /// Write to `path + ".partial"` (created next to the target when the sink
+  /// is made) and rename it to `path` only when the run succeeds; a run that
+  /// fails removes it. False writes to `path` itself: for devices and pipes
+  /// (/dev/null, a FIFO read by another process), which cannot be renamed
+  /// onto; a failed run then leaves whatever it wrote.
+  bool temporary = true;
+  /// fsync the file before the rename, so that after a crash `path` either
+  /// holds the complete output or is absent (or unchanged), never a file
+  /// whose name arrived on disk before its data. finish() then waits for the
+  /// disk. Off trades that guarantee for not waiting.
+  bool sync = true;
+};
+
+namespace detail {
+
+/// Bytes moved per system call at most: Linux moves at most 2 GiB - 4 KiB
+/// per read or write anyway, and a bound keeps the loops portable.
+inline constexpr std::size_t max_io_bytes = std::size_t{1} << 30;
+
+inline std::string quoted(const std::string& path) { return "'" + path + "'"; }
+
+inline std::string errno_text(int e) { return std::strerror(e); }
+
+/// An open descriptor, closed once by whoever holds it last. close() errors
+/// are reported by the callers that need them (a sink's finish()).
+class Descriptor {
+ public:
+  Descriptor() = default;
+  explicit Descriptor(int fd) noexcept : fd_(fd) {}
+  Descriptor(Descriptor&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  Descriptor& operator=(Descriptor&& o) noexcept {
+    if (this != &o) {
+      (void)close();
+      fd_ = std::exchange(o.fd_, -1);
+    }
+    return *this;
+  }
+  ~Descriptor() { (void)close(); }
+
+  int get() const noexcept { return fd_; }
+  bool is_open() const noexcept { return fd_ >= 0; }
+  /// Closes now; returns 0 or the errno of a failed close.
+  int close() noexcept {
+    if (fd_ < 0) return 0;
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    // Linux releases the descriptor even when close fails (EINTR included):
+    // retrying could close a descriptor another thread just opened.
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+/// What the copies of one file_source share.
+struct FileReaderState {
+  std::string path;
+  Descriptor fd;
+  /// A regular file: chunk k is read with pread at its own offset, so every
+  /// run reads the file from its start. Otherwise (a pipe, a FIFO, a
+  /// device) it is read sequentially and can feed one run only.
+  bool positional = false;
+  bool size_known = false;     ///< a regular file that was not empty when opened
+  std::uint64_t size = 0;      ///< its bytes then
+  std::uint64_t consumed = 0;  ///< sequential files: bytes read so far
+};
+
+template <class T>
+class FileReader {
+ public:
+  explicit FileReader(std::shared_ptr<FileReaderState> state) : state_(std::move(state)) {}
+
+  /// Fills `slot` with the next elements of the file; returns how many.
+  std::size_t operator()(std::size_t chunk, ::cuda::std::span<T> slot) const {
+    FileReaderState& s = *state_;
+    const std::size_t want = slot.size() * sizeof(T);
+    // Every chunk before this one was full (a short one ends the input), so
+    // the chunk's place in the file follows from its index alone.
+    const std::uint64_t offset = static_cast<std::uint64_t>(chunk) * want;
+    if (!s.positional && offset != s.consumed) {
+      throw pipeline_error("chunkpipe: file_source " + quoted(s.path) +
+                           (chunk == 0 ? " is not seekable and an earlier run already read from it; make a new "
+                                         "file_source for each run"
+                                       : " was asked for chunk " + std::to_string(chunk) + " out of order"));
+    }
+    auto* dst = reinterpret_cast<unsigned char*>(slot.data());
+    std::size_t got = 0;
+    while (got < want) {
+      const std::size_t ask = std::min(want - got, max_io_bytes);
+      const ::ssize_t r = s.positional ? ::pread(s.fd.get(), dst + got, ask, static_cast<::off_t>(offset + got))
+                                       : ::read(s.fd.get(), dst + got, ask);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        const int e = errno;
+        throw pipeline_error("chunkpipe: reading " + quoted(s.path) + " failed at byte offset " +
+                             std::to_string(offset + got) + ": " + errno_text(e));
+      }
+      if (r == 0) break;  // end of file
+      got += static_cast<std::size_t>(r);
+      if (!s.positional) s.consumed += static_cast<std::uint64_t>(r);
+    }
+    const std::uint64_t end = offset + got;
+    const bool ended = got < want;
+    // A file that changed under the run: its output would silently be a mix.
+    if (s.size_known && (ended ? end != s.size : end > s.size)) {
+      throw pipeline_error("chunkpipe: " + quoted(s.path) + " changed size while being read: it held " +
+                           std::to_string(s.size) + " bytes when opened, and " +
+                           (ended ? "ended at byte " : "has at least ") + std::to_string(end) +
+                           " when read at byte offset " + std::to_string(offset));
+    }
+    if (ended && end % sizeof(T) != 0) {
+      throw pipeline_error("chunkpipe: " + quoted(s.path) + " ended after " + std::to_string(end) +
+                           " bytes, which is not a whole number of " + std::to_string(sizeof(T)) +
+                           "-byte elements (a truncated or foreign file?)");
+    }
+    return got / sizeof(T);
+  }
+
+ private:
+  std::shared_ptr<FileReaderState> state_;
+};
+
+/// What the copies of one file_sink share.
+struct FileWriterState {
+  std::string path;  ///< the target
+  std::string temp;  ///< what is written: path + ".partial", or path itself
+  bool temporary = true;
+  bool sync = true;
+  Descriptor fd;
+  bool positional = false;    ///< a regular file: pwrite at each chunk's offset
+  std::uint64_t written = 0;  ///< sequential files: bytes written so far
+  bool concluded = false;     ///< finish() or abort() ran
+
+  FileWriterState() = default;
+  FileWriterState(const FileWriterState&) = delete;
+  FileWriterState& operator=(const FileWriterState&) = delete;
+  /// A sink dropped before its run concluded (a run refused before it
+  /// started, or never made) leaves no temporary behind.
+  ~FileWriterState() { discard(); }
+
+  std::string where() const {
+    return temporary ? quoted(path) + " (temporary " + quoted(temp) + ")" : quoted(path);
+  }
+
+  /// Unless the run already concluded: closes the file and removes the
+  /// temporary. Never throws.
+  void discard() noexcept {
+    if (concluded) return;
+    concluded = true;
+    (void)fd.close();
+    if (temporary) (void)::unlink(temp.c_str());
+  }
+};
+
+template <class U>
+class FileWriter {
+ public:
+  explicit FileWriter(std::shared_ptr<FileWriterState> state) : state_(std::move(state)) {}
+
+  /// Writes one chunk's output at its place in the file.
+  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const U> data) const {
+    FileWriterState& s = *state_;
+    if (s.concluded) throw reused(s);
+    const std::uint64_t at = static_cast<std::uint64_t>(offset) * sizeof(U);
+    if (!s.positional && at != s.written) {
+      throw pipeline_error("chunkpipe: file_sink " + s.where() + " cannot seek, and got byte offset " +
+                           std::to_string(at) + " after writing " + std::to_string(s.written) + " bytes");
+    }
+    const auto* src = reinterpret_cast<const unsigned char*>(data.data());
+    const std::size_t bytes = data.size() * sizeof(U);
+    std::size_t done = 0;
+    while (done < bytes) {
+      const std::size_t ask = std::min(bytes - done, max_io_bytes);
+      const ::ssize_t r = s.positional ? ::pwrite(s.fd.get(), src + done, ask, static_cast<::off_t>(at + done))
+                                       : ::write(s.fd.get(), src + done, ask);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        // A write that moved nothing without an error is a device that
+        // takes no more: report it as the full disk it most likely is.
+        const int e = r < 0 ? errno : ENOSPC;
+        throw pipeline_error("chunkpipe: writing " + s.where() + " failed at byte offset " +
+                             std::to_string(at + done) + ": " + errno_text(e));
+      }
+      done += static_cast<std::size_t>(r);  // short writes (a signal, a nearly full disk) go round again
+    }
+    if (!s.positional) s.written += bytes;
+  }
+
+  /// After a run that succeeded: flushes, closes and renames the temporary
+  /// to the target. On failure removes the temporary and throws.
+  void finish() const {
+    FileWriterState& s = *state_;
+    if (s.concluded) throw reused(s);  // a second run that produced nothing
+    auto fail = [&](const std::string& what, int e) {
+      s.discard();
+      throw pipeline_error("chunkpipe: finishing " + s.where() + " failed: " + what + ": " + errno_text(e));
+    };
+    // Devices and pipes have nothing to flush (fsync would fail with EINVAL).
+    if (s.sync && s.positional && ::fsync(s.fd.get()) != 0) fail("fsync", errno);
+    // close() is where some file systems (NFS) report a failed write.
+    if (const int e = s.fd.close(); e != 0) fail("close", e);
+    if (s.temporary && std::rename(s.temp.c_str(), s.path.c_str()) != 0) fail("rename to the target", errno);
+    s.concluded = true;
+  }
+
+  /// After a run that failed: closes and removes the temporary, so no
+  /// partial output can pass for a complete one. Never throws.
+  void abort() const noexcept { state_->discard(); }
+
+ private:
+  static pipeline_error reused(const FileWriterState& s) {
+    return pipeline_error("chunkpipe: the file_sink for " + quoted(s.path) +
+                          " already finished or aborted a run; make a new file_sink for each run");
+  }
+
+  std::shared_ptr<FileWriterState> state_;
+};
+
+template <class T, class F>
+struct Generate {
+  std::size_t count;
+  F fn;
+
+  std::size_t operator()(std::size_t chunk, ::cuda::std::span<T> slot) {
+    // Every chunk before this one was full, so its first element is here.
+    const std::size_t begin = chunk * slot.size();
+    if (begin >= count) return 0;
+    const std::size_t n = std::min(slot.size(), count - begin);
+    for (std::size_t i = 0; i < n; ++i) slot[i] = static_cast<T>(fn(begin + i));
+    return n;
+  }
+};
+
+}  // namespace detail
+
+/// A Source that reads a binary file of T (native byte order, no header)
+/// chunk by chunk straight into the pipeline's pinned slots; the run's
+/// length is the file's size over sizeof(T), found as it is read.
+///
+/// Opens the file now (blocking on the open and, for a FIFO, until a writer
+/// opens it), so a missing or unreadable file, a directory, or a regular
+/// file whose size is not a whole number of T throws pipeline_error (naming
+/// the path and the reason, or the size) before anything is queued. During
+/// a run each call blocks a chunkpipe host thread on the read (the disk or
+/// the page cache; for a pipe, its writer) while the GPU works on earlier
+/// chunks. A read error, a file that turns out not to be a whole number of
+/// T (a pipe), or a file that changed size since it was opened throws
+/// pipeline_error with the byte offset, which ends the run.
+///
+/// A regular file is read from its start by every run that uses the
+/// handle; a pipe or device can feed one run. The file stays open while any
+/// copy of the handle lives (a pipeline keeps its last run's copy).
+template <class T>
+Source<T, detail::FileReader<T>> file_source(const std::string& path) {
+  static_assert(std::is_trivially_copyable_v<T>, "chunkpipe::file_source reads trivially copyable elements");
+  auto s = std::make_shared<detail::FileReaderState>();
+  s->path = path;
+  s->fd = detail::Descriptor(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!s->fd.is_open()) {
+    const int e = errno;
+    throw pipeline_error("chunkpipe: cannot open " + detail::quoted(path) + " for reading: " + detail::errno_text(e));
+  }
+  struct ::stat st {};
+  if (::fstat(s->fd.get(), &st) != 0) {
+    const int e = errno;
+    throw pipeline_error("chunkpipe: cannot stat " + detail::quoted(path) + ": " + detail::errno_text(e));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    throw pipeline_error("chunkpipe: cannot read " + detail::quoted(path) + ": " + detail::errno_text(EISDIR));
+  }
+  s->positional = S_ISREG(st.st_mode);
+  // Some regular files (under /proc, say) report 0 bytes and still have
+  // content: only a non-zero size is taken as known.
+  s->size_known = s->positional && st.st_size > 0;
+  s->size = static_cast<std::uint64_t>(st.st_size);
+  if (s->size_known && s->size % sizeof(T) != 0) {
+    throw pipeline_error("chunkpipe: " + detail::quoted(path) + " holds " + std::to_string(s->size) +
+                         " bytes, which is not a whole number of " + std::to_string(sizeof(T)) +
+                         "-byte elements");
+  }
+#if defined(POSIX_FADV_SEQUENTIAL)
+  // A hint for deeper read-ahead; nothing depends on it.
+  if (s->positional) (void)::posix_fadvise(s->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+#endif
+  return {detail::FileReader<T>(std::move(s))};
+}
+
+/// A Sink that writes each chunk's output (U in native byte order, no
+/// header) to a file as it arrives, from the pinned slot, so the output
+/// never has to fit in host memory.
+///
+/// By default the file is written as `path + ".partial"`, created now, and
+/// renamed to `path` (replacing any file there, or a symbolic link itself)
+/// by finish() once the run succeeded; a run that fails removes it, and an
+/// existing `path` is left as it was. Devices and pipes need
+/// `options.temporary = false` (see FileSinkOptions).
+///
+/// Constructing blocks on creating the file and throws pipeline_error,
+/// naming the path and the reason, if it cannot be created (a directory
+/// that does not exist or is not writable), or `path` is a directory, or a
+/// device or pipe while `options.temporary` is on. During a run each call
+/// blocks a chunkpipe host thread on the write (the page cache, or the disk
+/// when the system holds back dirty pages); a failed or short write (ENOSPC,
+/// EIO, EFBIG) throws pipeline_error naming the path, the byte offset and
+/// the reason, which ends the run. finish() blocks on fsync when
+/// `options.sync` is on, and throws pipeline_error (after removing the
+/// temporary) if flushing, closing or renaming fails.
+///
+/// A handle writes one run: using it again throws pipeline_error. Dropping
+/// it before its run concluded removes the temporary.
+template <class U>
+Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOptions options = {}) {
+  static_assert(std::is_trivially_copyable_v<U>, "chunkpipe::file_sink writes trivially copyable elements");
+  struct ::stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      throw pipeline_error("chunkpipe: cannot write " + detail::quoted(path) + ": " + detail::errno_text(EISDIR));
+    }
+    // Renaming a file onto /dev/null would replace the device (root may).
+    if (options.temporary && !S_ISREG(st.st_mode)) {
+      throw pipeline_error("chunkpipe: " + detail::quoted(path) +
+                           " is not a regular file (a device, pipe or socket), so a temporary cannot be renamed "
+                           "onto it; write it in place with FileSinkOptions{.temporary = false}");
+    }
+  }
+  auto s = std::make_shared<detail::FileWriterState>();
+  s->path = path;
+  s->temporary = options.temporary;
+  s->sync = options.sync;
+  s->temp = options.temporary ? path + ".partial" : path;
+  // O_TRUNC: a temporary left by a run that crashed is ours to reuse.
+  s->fd = detail::Descriptor(::open(s->temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  if (!s->fd.is_open()) {
+    const int e = errno;
+    s->concluded = true;  // nothing was created: nothing to remove
+    throw pipeline_error("chunkpipe: cannot create " + s->where() + ": " + detail::errno_text(e));
+  }
+  if (::fstat(s->fd.get(), &st) != 0) {
+    const int e = errno;
+    throw pipeline_error("chunkpipe: cannot stat " + s->where() + ": " + detail::errno_text(e));
+  }
+  s->positional = S_ISREG(st.st_mode);
+  return {detail::FileWriter<U>(std::move(s))};
+}
+
+/// A Source of `count` elements, element i being `fn(i)` converted to T:
+/// input computed on the host rather than read. `fn` is called on a
+/// chunkpipe host thread, in order of i, while the GPU works on earlier
+/// chunks; each run calls its own copy, so a stateful `fn` starts afresh.
+/// What it throws ends the run. The run learns the length as the input
+/// ends, as with any Source. Throws config_error if `count` is
+/// unknown_length: a generator must end.
+template <class T, class F>
+Source<T, detail::Generate<T, std::decay_t<F>>> generate(std::size_t count, F&& fn) {
+  static_assert(std::is_convertible_v<std::invoke_result_t<std::decay_t<F>&, std::size_t>, T>,
+                "chunkpipe::generate: fn(i) must return something convertible to T");
+  if (count == unknown_length) {
+    throw config_error("chunkpipe: generate needs a finite count (got unknown_length)");
+  }
+  return {detail::Generate<T, std::decay_t<F>>{count, std::forward<F>(fn)}};
+}
+
+}  // namespace chunkpipe
