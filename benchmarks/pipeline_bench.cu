@@ -11,8 +11,8 @@
 //     guide 3-stream       H2D / kernel / D2H streams chained with events,
 //                          the whole array resident on the device
 //   chunkpipe:
-//     serial, slot_streams at depth 2..4, stage_streams at depth 1..4, and
-//     auto (the default policy and depth at this window)
+//     serial, slot_streams at depth 2..4, stage_streams at depth 1..4, 8
+//     and 16, and auto (the default policy and depth at this window)
 // plus, once per intensity, chunkpipe's untuned default (Options{}).
 //
 // Every output is checked: the lesson's naive against the closed form,
@@ -242,6 +242,7 @@ struct Hand {
 
 struct Components {
   double h2d, d2h, both, kernel;
+  double copy_latency_us;  // fixed cost of one copy, from 1 MiB against 64 MiB copies
   double floor() const { return std::max({h2d, d2h, both, kernel}); }
   // The simulator's machine, from these passes over `bytes` each way.
   chunkpipe::Machine machine(double bytes, int engines) const {
@@ -251,6 +252,7 @@ struct Components {
     m.link.d2h_gbps = bytes / 1e9 / (d2h / 1e3);
     m.link.both_gbps = 2 * bytes / 1e9 / (both / 1e3);
     m.link.copy_engines = engines;
+    m.link.latency_us = copy_latency_us;
     return m;
   }
 };
@@ -275,6 +277,20 @@ Components components(const Args& a, std::size_t total, T* h_in, T* h_out, Chain
   c.h2d = time_passes(a.runs, [&] { h2d(h.s[0].get()); h.sync(); }).median;
   c.d2h = time_passes(a.runs, [&] { d2h(h.s[0].get()); h.sync(); }).median;
   c.both = time_passes(a.runs, [&] { h2d(h.s[0].get()); d2h(h.s[1].get()); h.sync(); }).median;
+  // The same bytes in 1 MiB copies: the difference is the per-copy cost
+  // the simulator needs for small chunks.
+  {
+    const std::size_t small = std::min(total, kMiB / sizeof(T));
+    const std::size_t n_small = (total + small - 1) / small;
+    const double t_small = time_passes(a.runs, [&] {
+                             for (std::size_t k = 0; k < n_small; ++k)
+                               CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(h.d_in(static_cast<int>(k & 1)), h_in + k * small,
+                                                                  std::min(small, total - k * small) * sizeof(T),
+                                                                  cudaMemcpyHostToDevice, h.s[0].get()));
+                             h.sync();
+                           }).median;
+    c.copy_latency_us = n_small > chunks ? std::max(0.0, (t_small - c.h2d) * 1e3 / static_cast<double>(n_small - chunks)) : 0.0;
+  }
   c.kernel = time_passes(a.runs, [&] {
                for (std::size_t k = 0; k < chunks; ++k) launch_chunk(h.d_in(0), h.d_out(0), h.n_of(k), f, h.s[0].get());
                h.sync();
@@ -326,8 +342,9 @@ int bench(const Args& a, int engines) {
     const ChainedFma<T> f{iters};
     const Components c = components(a, total, h_in, h_out, f);
     comps[iters] = c;
-    std::printf("\n== intensity %d FMAs/element: h2d %.2f  d2h %.2f  both %.2f  kernel %.2f ms  -> floor %.2f ms\n",
-                iters, c.h2d, c.d2h, c.both, c.kernel, c.floor());
+    std::printf("\n== intensity %d FMAs/element: h2d %.2f  d2h %.2f  both %.2f  kernel %.2f ms  -> floor %.2f ms"
+                " (per-copy cost %.2f us)\n",
+                iters, c.h2d, c.d2h, c.both, c.kernel, c.floor(), c.copy_latency_us);
 
     // chunkpipe's untuned default, once per intensity.
     {
@@ -396,6 +413,8 @@ int bench(const Args& a, int engines) {
                           {"cp stage_streams d2", chunkpipe::Policy::stage_streams, 2},
                           {"cp stage_streams d3", chunkpipe::Policy::stage_streams, 3},
                           {"cp stage_streams d4", chunkpipe::Policy::stage_streams, 4},
+                          {"cp stage_streams d8", chunkpipe::Policy::stage_streams, 8},
+                          {"cp stage_streams d16", chunkpipe::Policy::stage_streams, 16},
                           {"cp auto", chunkpipe::Policy::automatic, chunkpipe::default_depth}};
       for (const Cfg& cfg : cfgs) {
         Pipe pipe({.chunk_elems = chunk, .depth = cfg.depth, .policy = cfg.policy}, chunkpipe::Map<ChainedFma<T>>{f});
@@ -415,7 +434,7 @@ int bench(const Args& a, int engines) {
       // Host cost of issuing a chunk against the time the chunk's copy in takes.
       const double copy_us = c.h2d * 1e3 * static_cast<double>(chunk) / static_cast<double>(total);
       std::printf("%9s issue cost per chunk: stage_streams d3 %.1f us, auto %.1f us; one chunk's copy in takes %.1f us\n",
-                  "", rows[rows.size() - 3].enqueue_us_per_chunk, rows.back().enqueue_us_per_chunk, copy_us);
+                  "", rows[rows.size() - 5].enqueue_us_per_chunk, rows.back().enqueue_us_per_chunk, copy_us);
     }
   }
 

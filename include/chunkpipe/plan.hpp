@@ -130,6 +130,9 @@ class PlanBuilder {
   const std::vector<std::string>& buffers() const noexcept { return buffers_; }
   /// The largest `ahead` of any step.
   int max_ahead() const noexcept { return max_ahead_; }
+  /// How many chunks one slot-reuse wait covers (stage_streams with deep
+  /// rings; see emit()).
+  std::size_t wait_batch() const noexcept { return wait_batch_; }
 
   /// Appends to `out` the ops of the next tick whose chunk is below
   /// `chunk_limit`, in issue order. Returns false, appending nothing, once
@@ -142,6 +145,8 @@ class PlanBuilder {
     int queue;
     std::size_t pos;                  // 1-based position on its queue
     std::vector<std::size_t> clock;   // vector clock of the op
+    std::size_t chunk = 0;
+    int step = 0;
   };
   struct BufferState {
     bool has_writer = false;
@@ -164,6 +169,8 @@ class PlanBuilder {
   int host_out_queue_ = -1;
 
   std::vector<BufferState> state_;                 // [slot][buffer]
+  std::vector<std::vector<Access>> recent_;        // [step][chunk % depth]: the latest op of each step
+  std::size_t wait_batch_ = 1;                     // slot-reuse waits cover this many chunks
   std::vector<std::vector<std::size_t>> clocks_;   // per queue: its tail's clock
   std::vector<std::size_t> queue_len_;
   std::size_t tick_ = 0;

@@ -50,8 +50,8 @@ TEST_CASE("removing any single wait the planner added makes the plan unsafe", "[
   shape.stages = 2;
   shape.stage_in = shape.stage_out = true;
   for (Policy policy : {Policy::slot_streams, Policy::stage_streams}) {
-    for (int depth : {1, 2, 3}) {
-      const Plan plan = make_plan(policy, depth, shape, 7);
+    for (int depth : {1, 2, 3, 8}) {  // 8: stage_streams batches its reuse waits in twos
+      const Plan plan = make_plan(policy, depth, shape, depth == 8 ? 20 : 7);
       REQUIRE(check_hazards(plan).ok());
       std::size_t waits = 0;
       for (std::size_t i = 0; i < plan.ops.size(); ++i) {

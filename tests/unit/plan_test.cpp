@@ -177,3 +177,24 @@ TEST_CASE("the planner rejects impossible requests", "[plan][errors]") {
   REQUIRE(parse_policy("stage_streams") == Policy::stage_streams);
   REQUIRE_THROWS_AS(parse_policy("fastest"), config_error);
 }
+
+TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe", "[plan][hazards]") {
+  for (int depth : {8, 12, 16, 24, 32}) {
+    for (const PlanShape& shape : shapes()) {
+      const Plan plan = make_plan(Policy::stage_streams, depth, shape, 200);
+      INFO("depth " << depth << " stages " << shape.stages << " staged " << shape.stage_in << shape.stage_out);
+      REQUIRE(check_hazards(plan).ok());
+    }
+    // One stage, no staging: the H2D stream waits once per batch of
+    // depth/4 (at most 8) chunks once the ring has gone round, not once per chunk.
+    const Plan plan = make_plan(Policy::stage_streams, depth, PlanShape{}, 200);
+    const std::size_t batch = std::min<std::size_t>(static_cast<std::size_t>(depth) / 4, 8);
+    std::size_t h2d_waits = 0;
+    for (const Op& op : plan.ops) {
+      if (op.kind == OpKind::h2d) h2d_waits += op.waits.size();
+    }
+    const std::size_t reused = 200 - static_cast<std::size_t>(depth);
+    REQUIRE(h2d_waits <= (reused + batch - 1) / batch + 1);
+    REQUIRE(h2d_waits >= reused / batch);
+  }
+}

@@ -146,6 +146,13 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   for (const Step& s : steps_) max_ahead_ = std::max(max_ahead_, s.ahead);
 
   state_.resize(static_cast<std::size_t>(depth_) * buffers_.size());
+  recent_.assign(steps_.size(), std::vector<Access>(static_cast<std::size_t>(depth_)));
+  // Every wait is a command the stream's front end must process before the
+  // next copy or kernel. With a deep ring, one wait can free a batch of
+  // slots at once: it is taken on the op that last used the batch's final
+  // slot, which costs the ring batch - 1 chunks of slack. A quarter of the
+  // ring, at most 8, keeps three quarters of the slack.
+  if (policy_ == Policy::stage_streams) wait_batch_ = std::clamp<std::size_t>(static_cast<std::size_t>(depth_) / 4, 1, 8);
   clocks_.assign(queues_.size(), std::vector<std::size_t>(queues_.size(), 0));
   queue_len_.assign(queues_.size(), 0);
 }
@@ -210,14 +217,25 @@ inline void PlanBuilder::emit(int step_index, std::size_t chunk, std::vector<Op>
 
   // Latest first: waiting on it often implies the earlier ones.
   std::sort(before.begin(), before.end(), [](const Access* a, const Access* b) { return a->op > b->op; });
+  const bool on_device = queues_[q].kind == QueueKind::device;
   for (const Access* a : before) {
     if (clock[static_cast<std::size_t>(a->queue)] >= a->pos) continue;  // already ordered
+    // Batched slot reuse: the first chunk of each batch of wait_batch_
+    // waits for the same step of a later chunk of the previous lap, on the
+    // same stream, which orders the whole batch's reuse at once; the rest
+    // of the batch then finds its waits already implied.
+    if (on_device && wait_batch_ > 1 && a->chunk < chunk && queues_[static_cast<std::size_t>(a->queue)].kind == QueueKind::device) {
+      const std::size_t target = std::min(a->chunk + (wait_batch_ - 1 - chunk % wait_batch_), chunk - 1);
+      const Access& later = recent_[static_cast<std::size_t>(a->step)][target % static_cast<std::size_t>(depth_)];
+      if (target > a->chunk && later.chunk == target && later.queue == a->queue && later.op > a->op) a = &later;
+    }
     op.waits.push_back(a->op);
     for (std::size_t i = 0; i < clock.size(); ++i) clock[i] = std::max(clock[i], a->clock[i]);
   }
   std::sort(op.waits.begin(), op.waits.end());
 
-  const Access self{op.id, op.queue, pos, clock};
+  const Access self{op.id, op.queue, pos, clock, chunk, step_index};
+  recent_[static_cast<std::size_t>(step_index)][chunk % static_cast<std::size_t>(depth_)] = self;
   for (int b : step.reads) state_[base + static_cast<std::size_t>(b)].readers.push_back(self);
   for (int b : step.writes) {
     BufferState& s = state_[base + static_cast<std::size_t>(b)];
