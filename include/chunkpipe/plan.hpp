@@ -86,6 +86,10 @@ struct Op {
   int slot = 0;
   int queue = 0;             ///< index into Plan::queues
   std::vector<std::size_t> waits;  ///< ids of earlier ops that must finish first
+  /// Whether a later op may wait for this one, so an executor must record
+  /// its completion (a CUDA event). Every event recorded is a command the
+  /// stream processes; with batched waits most copies-out need none.
+  bool signal = true;
 };
 
 /// A whole schedule for a known number of chunks.
@@ -171,6 +175,7 @@ class PlanBuilder {
   std::vector<BufferState> state_;                 // [slot][buffer]
   std::vector<std::vector<Access>> recent_;        // [step][chunk % depth]: the latest op of each step
   std::size_t wait_batch_ = 1;                     // slot-reuse waits cover this many chunks
+  std::vector<bool> feeds_;                        // [step]: a later step of the chunk reads what it writes
   std::vector<std::vector<std::size_t>> clocks_;   // per queue: its tail's clock
   std::vector<std::size_t> queue_len_;
   std::size_t tick_ = 0;

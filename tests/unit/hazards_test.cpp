@@ -91,4 +91,11 @@ TEST_CASE("malformed plans are reported, not trusted", "[hazards]") {
   plan = make_plan(Policy::stage_streams, 2, PlanShape{}, 3);
   plan.ops[2].slot = 7;
   REQUIRE_FALSE(check_hazards(plan).ok());
+
+  // A wait on an op that records no event would find an older one.
+  plan = make_plan(Policy::stage_streams, 2, PlanShape{}, 3);
+  plan.ops[0].signal = false;  // h2d of chunk 0, which the kernel waits for
+  report = check_hazards(plan);
+  REQUIRE(report.structural.size() == 1);
+  REQUIRE(report.structural[0].find("does not signal") != std::string::npos);
 }

@@ -188,7 +188,8 @@ TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe"
     // One stage, no staging: the H2D stream waits once per batch of
     // depth/4 (at most 8) chunks once the ring has gone round, not once per chunk.
     const Plan plan = make_plan(Policy::stage_streams, depth, PlanShape{}, 200);
-    const std::size_t batch = std::min<std::size_t>(static_cast<std::size_t>(depth) / 4, 8);
+    std::size_t batch = std::min<std::size_t>(static_cast<std::size_t>(depth) / 4, 8);
+    while (static_cast<std::size_t>(depth) % batch != 0) --batch;  // the batch divides the depth
     std::size_t h2d_waits = 0;
     for (const Op& op : plan.ops) {
       if (op.kind == OpKind::h2d) h2d_waits += op.waits.size();
@@ -196,5 +197,17 @@ TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe"
     const std::size_t reused = 200 - static_cast<std::size_t>(depth);
     REQUIRE(h2d_waits <= (reused + batch - 1) / batch + 1);
     REQUIRE(h2d_waits >= reused / batch);
+    // Only the last copy-out of each batch is ever waited for, so only it
+    // records an event (the hazard check refuses waits on silent ops).
+    std::size_t silent = 0;
+    for (const Op& op : plan.ops) {
+      if (op.kind == OpKind::d2h && !op.signal) ++silent;
+      if (op.kind != OpKind::d2h) REQUIRE(op.signal);
+    }
+    REQUIRE(silent == 200 - 200 / batch);
   }
+  // A staged output's copy-out feeds host-out, so it always signals.
+  PlanShape staged;
+  staged.stage_out = true;
+  for (const Op& op : make_plan(Policy::stage_streams, 16, staged, 64).ops) REQUIRE(op.signal);
 }

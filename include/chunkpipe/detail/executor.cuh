@@ -114,6 +114,7 @@ class CudaRunner {
     std::size_t chunk = 0;
     int queue = 0;
     std::size_t host_pos = 0;
+    bool signal = true;
   };
 
   template <class InSide, class OutSide>
@@ -255,7 +256,7 @@ class CudaRunner {
              const SlotMemory& mem, std::size_t n, std::size_t& limit, std::vector<Copy>& copies) {
     const Step& step = builder.steps()[static_cast<std::size_t>(op.step)];
     OpRecord& rec = records_[op.id % records_.size()];
-    rec = OpRecord{op.id, op.step, op.chunk, op.queue, 0};
+    rec = OpRecord{op.id, op.step, op.chunk, op.queue, 0, op.signal || is_host_queue(op.queue)};
     const std::size_t chunk = mem.layout->chunk_elems;
     const std::size_t offset = op.chunk * chunk;
     const bool open_ended = n == unknown_length;
@@ -304,7 +305,7 @@ class CudaRunner {
           if (timed) timed->op.bytes += c.bytes;
         }
       }
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(ring_event(rec), stream));
+      if (op.signal) CHUNKPIPE_CUDA_TRY(cudaEventRecord(ring_event(rec), stream));
       if (timed) timed->end = record_timing(*run, stream);
       return;
     }
@@ -419,9 +420,9 @@ class CudaRunner {
   }
   const OpRecord& record_of(std::size_t id) const {
     const OpRecord& r = records_[id % records_.size()];
-    if (r.id != id) {
+    if (r.id != id || !r.signal) {
       throw std::logic_error("chunkpipe: internal error: op #" + std::to_string(id) +
-                             " is older than the executor's wait window");
+                             (r.id != id ? " is older than the executor's wait window" : " records no event"));
     }
     return r;
   }

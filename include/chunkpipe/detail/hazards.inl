@@ -38,7 +38,12 @@ inline HazardReport check_hazards(const Plan& plan) {
     for (std::size_t w : op.waits) {
       // A wait on an op issued later can never be satisfied by an executor
       // that issues in order: it would deadlock or wait on stale state.
-      if (w >= i) bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
+      if (w >= i) {
+        bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
+      } else if (!plan.ops[w].signal) {
+        // An executor records no event for it: the wait would find an older one.
+        bad("waits for op #" + std::to_string(w) + ", which does not signal");
+      }
     }
   }
   if (!report.structural.empty()) return report;

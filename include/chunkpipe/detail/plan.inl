@@ -152,7 +152,27 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   // slots at once: it is taken on the op that last used the batch's final
   // slot, which costs the ring batch - 1 chunks of slack. A quarter of the
   // ring, at most 8, keeps three quarters of the slack.
-  if (policy_ == Policy::stage_streams) wait_batch_ = std::clamp<std::size_t>(static_cast<std::size_t>(depth_) / 4, 1, 8);
+  // The batch divides the depth, so the ops waited for across laps are
+  // exactly the last of each batch, and the rest need not signal.
+  if (policy_ == Policy::stage_streams) {
+    const auto d = static_cast<std::size_t>(depth_);
+    for (std::size_t m = std::min<std::size_t>(d / 4, 8); m > 1; --m) {
+      if (d % m == 0) {
+        wait_batch_ = m;
+        break;
+      }
+    }
+  }
+  // A step whose output a later step of the same chunk reads is always
+  // waited for (or ordered by its stream); others only across laps.
+  feeds_.assign(steps_.size(), false);
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    for (std::size_t later = s + 1; later < steps_.size(); ++later) {
+      for (int w : steps_[s].writes) {
+        for (int r : steps_[later].reads) feeds_[s] = feeds_[s] || r == w;
+      }
+    }
+  }
   clocks_.assign(queues_.size(), std::vector<std::size_t>(queues_.size(), 0));
   queue_len_.assign(queues_.size(), 0);
 }
@@ -224,8 +244,9 @@ inline void PlanBuilder::emit(int step_index, std::size_t chunk, std::vector<Op>
     // waits for the same step of a later chunk of the previous lap, on the
     // same stream, which orders the whole batch's reuse at once; the rest
     // of the batch then finds its waits already implied.
-    if (on_device && wait_batch_ > 1 && a->chunk < chunk && queues_[static_cast<std::size_t>(a->queue)].kind == QueueKind::device) {
-      const std::size_t target = std::min(a->chunk + (wait_batch_ - 1 - chunk % wait_batch_), chunk - 1);
+    if (on_device && wait_batch_ > 1 && a->chunk < chunk && chunk % wait_batch_ == 0 &&
+        queues_[static_cast<std::size_t>(a->queue)].kind == QueueKind::device) {
+      const std::size_t target = std::min(a->chunk + wait_batch_ - 1, chunk - 1);
       const Access& later = recent_[static_cast<std::size_t>(a->step)][target % static_cast<std::size_t>(depth_)];
       if (target > a->chunk && later.chunk == target && later.queue == a->queue && later.op > a->op) a = &later;
     }
@@ -234,6 +255,10 @@ inline void PlanBuilder::emit(int step_index, std::size_t chunk, std::vector<Op>
   }
   std::sort(op.waits.begin(), op.waits.end());
 
+  // Across laps, waits land only on the last chunk of a batch (see above).
+  // Host ops are waited for by queue position, not by an event: they always count.
+  op.signal = !on_device || feeds_[static_cast<std::size_t>(step_index)] || wait_batch_ == 1 ||
+              chunk % wait_batch_ == wait_batch_ - 1;
   const Access self{op.id, op.queue, pos, clock, chunk, step_index};
   recent_[static_cast<std::size_t>(step_index)][chunk % static_cast<std::size_t>(depth_)] = self;
   for (int b : step.reads) state_[base + static_cast<std::size_t>(b)].readers.push_back(self);
