@@ -62,7 +62,7 @@ std::vector<Schedule> schedules() {
   // shrink from 64 MiB to one grain.
   cp::Options defaults;
   defaults.chunk_elems = kLessonChunkElems;
-  const cp::detail::Geometry g = cp::detail::resolve_geometry(defaults, true);
+  const cp::Geometry g = cp::detail::resolve_geometry(defaults, true);
 
   return {
       {"naive", "naive (serial, 64 MiB)",

@@ -97,7 +97,6 @@ class HostPipeline : public detail::PipelineFront<Stages...> {
   const Plan& last_plan() const noexcept { return last_plan_; }
 
  private:
-  using Geometry = detail::Geometry;
 
   template <class InT, class OutT>
   void execute(PlanBuilder& builder, InT, OutT, detail::Endpoints& ends, std::size_t n) {

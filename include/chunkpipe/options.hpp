@@ -79,6 +79,15 @@ struct Options {
 /// (benchmarks/RESULTS.md).
 inline constexpr int default_host_threads = 8;
 
+/// The geometry runs actually use: the resolved policy, the unit chunks are
+/// scheduled in (the window, or a grain of it) and how many slots of that
+/// unit the window's memory holds. See Options::grain_elems.
+struct Geometry {
+  Policy policy;
+  int depth;                 ///< slots of `chunk_elems` each
+  std::size_t chunk_elems;   ///< scheduling unit
+};
+
 namespace detail {
 
 /// Throws config_error naming the first bad field.
@@ -91,15 +100,6 @@ inline void validate_options(const Options& o) {
   if (o.device < -1) throw config_error("chunkpipe: device must be -1 or a device ordinal (got " +
                                         std::to_string(o.device) + ")");
 }
-
-/// The geometry a run actually uses: the resolved policy, the unit chunks
-/// are scheduled in and how many slots of that unit the window's memory
-/// holds.
-struct Geometry {
-  Policy policy;
-  int depth;                 ///< slots of `chunk_elems` each
-  std::size_t chunk_elems;   ///< scheduling unit
-};
 
 /// Most slots a grain split may create; each costs an event and bookkeeping.
 inline constexpr std::size_t max_slots = 4096;

@@ -98,7 +98,7 @@ class ChunkedPipeline {
   /// The options it was built with.
   const Options& options() const noexcept { return runner_->front().options(); }
   /// The policy, slot count and scheduling unit runs use (see Options::grain_elems).
-  const detail::Geometry& geometry() const noexcept { return runner_->front().geometry(); }
+  const Geometry& geometry() const noexcept { return runner_->front().geometry(); }
   /// The plan a run of `elems` elements follows; pageable inputs or outputs
   /// add host staging ops. Never blocks, needs no device.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
