@@ -22,6 +22,9 @@
 //   floor = max(B_in/BW_h2d, B_out/BW_d2h, (B_in+B_out)/BW_both, K).
 //
 // Prints a table per intensity and the targets, and writes --csv and --svg.
+//
+// The helpers every example and benchmark repeats (device check, command line, timing, checks) are in
+// examples/support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 #include <chunkpipe/simulate.hpp>
@@ -35,11 +38,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -104,13 +108,7 @@ void usage() {
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return example::next_value(argc, argv, i); };
     if (k == "--help" || k == "-h") {
       usage();
       return false;
@@ -145,22 +143,10 @@ bool parse(int argc, char** argv, Args& a) {
   return true;
 }
 
-struct Timing {
-  double median = 0, min = 0, max = 0;
-};
-
-// Warm-up, then `runs` passes; each pass leaves the GPU idle.
-Timing time_passes(int runs, const std::function<void()>& pass) {
-  pass();
-  std::vector<double> t;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pass();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), t.back()};
-}
+// Every figure: a warm-up, then `runs` passes, each leaving the GPU idle;
+// their median, min and max.
+using example::Timing;
+using example::time_passes;
 
 struct Row {
   int intensity;
@@ -319,11 +305,6 @@ void check_same(const char* what, const T* got, const std::vector<T>& want, std:
 }
 
 template <class T>
-void poison(T* p, std::size_t n) {
-  std::memset(p, 0xFF, n * sizeof(T));
-}
-
-template <class T>
 int bench(const Args& a, int engines) {
   using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<ChainedFma<T>>>;
   const std::size_t total = a.total_mib * kMiB / sizeof(T);
@@ -349,7 +330,7 @@ int bench(const Args& a, int engines) {
     // chunkpipe's untuned default, once per intensity.
     {
       Pipe def(chunkpipe::Options{}, chunkpipe::Map<ChainedFma<T>>{f});
-      poison(h_out, total);
+      example::poison(h_out, total);
       def.run(in, out);
       if (const std::size_t bad = first_mismatch_closed_form(h_out, h_in, total, iters); bad != total) {
         std::fprintf(stderr, "FAIL: chunkpipe default wrong at i=%zu\n", bad);
@@ -371,7 +352,7 @@ int bench(const Args& a, int engines) {
     for (std::size_t cm : a.chunks_mib) {
       const std::size_t chunk = std::min(total, cm * kMiB / sizeof(T));
       Hand<T> h(total, chunk, h_in, h_out, f);
-      poison(h_out, total);
+      example::poison(h_out, total);
       h.naive();
       if (const std::size_t bad = first_mismatch_closed_form(h_out, h_in, total, iters); bad != total) {
         std::fprintf(stderr, "FAIL: lesson naive wrong at i=%zu (chunk %zu)\n", bad, bad / chunk);
@@ -390,7 +371,7 @@ int bench(const Args& a, int engines) {
       };
       const chunkpipe::Machine machine = c.machine(static_cast<double>(total * sizeof(T)), engines);
       auto hand = [&](const char* name, void (Hand<T>::*pass)()) {
-        poison(h_out, total);
+        example::poison(h_out, total);
         (h.*pass)();
         check_same(name, h_out, want, chunk);
         add(name, "hand", name == std::string("lesson double buffer") ? 2 : 1, time_passes(a.runs, [&] { (h.*pass)(); }),
@@ -418,7 +399,7 @@ int bench(const Args& a, int engines) {
                           {"cp auto", chunkpipe::Policy::automatic, chunkpipe::default_depth}};
       for (const Cfg& cfg : cfgs) {
         Pipe pipe({.chunk_elems = chunk, .depth = cfg.depth, .policy = cfg.policy}, chunkpipe::Map<ChainedFma<T>>{f});
-        poison(h_out, total);
+        example::poison(h_out, total);
         pipe.run(in, out);
         check_same(cfg.name, h_out, want, chunk);
         const Timing t = time_passes(a.runs, [&] { pipe.run(in, out); });
@@ -620,16 +601,9 @@ int bench(const Args& a, int engines) {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) return 0;
-  int devices = 0;
-  const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device found (%s); this benchmark needs a GPU\n",
-                probe != cudaSuccess ? cudaGetErrorString(probe) : "device count is 0");
-    return 77;
-  }
+  if (const int status = example::require_gpu("benchmark"); status != 0) return status;
   try {
-    cudaDeviceProp prop{};
-    CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = example::current_gpu();  // device 0, the default
     int driver = 0;
     CHUNKPIPE_CUDA_TRY(cudaDriverGetVersion(&driver));
     std::printf("GPU: %s, %d SMs, asyncEngineCount %d, driver API %d\n", prop.name, prop.multiProcessorCount,

@@ -28,13 +28,15 @@
 // Run:   ./staging_bench [--runs 5] [--csv staging_bench.csv] [--total-mib 1024]
 //                        [--chunk-mib 64] [--iters 512] [--threads 1,2,4,8,12]
 // Needs about 4x total-mib of host RAM (vectors and their pinned copies).
+//
+// The helpers every example and benchmark repeats (device check, command line, timing, checks) are in
+// examples/support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +49,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -104,13 +108,7 @@ long positive(const std::string& name, const char* text) {
 bool parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return example::next_value(argc, argv, i); };
     if (k == "--help" || k == "-h") {
       usage();
       return false;
@@ -156,7 +154,7 @@ void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size
 
 // NaN in every element: one the run did not write cannot pass the check.
 void poison(float* p, std::size_t n) {
-  parallel_for(n, [p](std::size_t b, std::size_t e) { std::memset(p + b, 0xFF, (e - b) * sizeof(float)); });
+  parallel_for(n, [p](std::size_t b, std::size_t e) { example::poison(p + b, e - b); });
 }
 
 // The closed form of the recurrence in double: after n steps of
@@ -181,16 +179,12 @@ std::size_t first_mismatch(const float* got, const float* in, std::size_t n, int
   return firsts.empty() ? n : *std::min_element(firsts.begin(), firsts.end());
 }
 
-struct Timing {
-  double median = 0, min = 0, max = 0;
-};
-
-Timing summarise(std::vector<double> t) {
-  std::sort(t.begin(), t.end());
-  return {t[t.size() / 2], t.front(), t.back()};
-}
-
-using Clock = std::chrono::steady_clock;
+// Each row's figures (Timing): the median, min and max of its runs, timed
+// with support.hpp's steady clock.
+using example::Clock;
+using example::ms_between;
+using example::summarise;
+using example::Timing;
 
 // Everything a row needs: the data, and the check after every run.
 struct Bench {
@@ -205,7 +199,7 @@ struct Bench {
     poison(out, n);
     const auto t0 = Clock::now();
     run();
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double ms = ms_between(t0, Clock::now());
     if (const std::size_t bad = first_mismatch(out, in, n, args.iters); bad != n) {
       std::fprintf(stderr, "FAIL: %s: output wrong at i=%zu (chunk %zu): got %.9g\n", what, bad, bad / chunk,
                    static_cast<double>(out[bad]));
@@ -234,18 +228,10 @@ struct Row {
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) return 0;
-
-  int devices = 0;
-  const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device found (%s); this benchmark needs a GPU\n",
-                probe != cudaSuccess ? cudaGetErrorString(probe) : "device count is 0");
-    return 77;
-  }
+  if (const int status = example::require_gpu("benchmark"); status != 0) return status;
 
   try {
-    cudaDeviceProp prop{};
-    CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = example::current_gpu();  // device 0, the default
     const std::size_t n = a.total_mib * kMiB / sizeof(float);
     const std::size_t window = std::min(n, a.chunk_mib * kMiB / sizeof(float));
     const chunkpipe::Map<ChainedFma> stage{{a.iters}};

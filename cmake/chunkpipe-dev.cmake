@@ -9,8 +9,10 @@ target_compile_options(chunkpipe_dev_flags INTERFACE
 target_link_libraries(chunkpipe_dev_flags INTERFACE chunkpipe::chunkpipe)
 
 # chunkpipe_program(name source... [LABEL l]): an example or benchmark.
+# examples/ is on its include path for "support.hpp", the helpers they share.
 function(chunkpipe_program name)
   cmake_parse_arguments(P "" "" "SOURCES" ${ARGN})
   add_executable(${name} ${P_SOURCES} ${P_UNPARSED_ARGUMENTS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/examples)
   target_link_libraries(${name} PRIVATE chunkpipe_dev_flags)
 endfunction()

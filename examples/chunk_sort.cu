@@ -31,8 +31,9 @@
 //   - Scratch memory. Thrust's own temporary allocations use cudaMalloc and
 //     cudaFree, and cudaFree waits for the whole device: one per chunk is
 //     the lesson's "cudaDeviceSynchronize inside the chunk loop", and the
-//     overlap is gone. Here Thrust gets an allocator that allocates and
-//     frees in stream order (cudaMallocAsync, cudaFreeAsync on ctx.stream).
+//     overlap is gone. chunkpipe::thrust_policy(ctx.stream) (thrust.cuh) is
+//     par_nosync.on(ctx.stream) with an allocator that allocates and frees
+//     in stream order (cudaMallocAsync, cudaFreeAsync on ctx.stream).
 //
 // The host checks each chunk against its own reference (a counting sort,
 // stable by construction), bit for bit, under three schedules.
@@ -40,25 +41,25 @@
 // Build: part of the chunkpipe build (target `chunk_sort`), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -I include -o chunk_sort examples/chunk_sort.cu
 // Run:   ./chunk_sort [--pairs N] [--chunk N] [--runs 5]
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/thrust.cuh>
 
 #include <cuda/std/functional>
 #include <cuda_runtime.h>
-#include <thrust/execution_policy.h>
 #include <thrust/scan.h>
 #include <thrust/sort.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <exception>
-#include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -70,24 +71,12 @@ constexpr std::uint32_t kFlows = 4096;
 using Packets = chunkpipe::types<std::uint32_t, std::uint32_t>;
 using Grouped = chunkpipe::types<std::uint32_t, std::uint64_t>;
 
-// Thrust's scratch memory, allocated and freed in stream order on the
-// chunk's stream: no device-wide synchronisation, and the memory pool
-// reuses the blocks chunk after chunk. Thrust asks for it through the
-// execution policy: thrust::cuda::par_nosync(scratch).on(stream).
-struct StreamOrderedScratch {
-  using value_type = char;
-  cudaStream_t stream;
-
-  char* allocate(std::size_t bytes) {
-    void* p = nullptr;
-    CHUNKPIPE_CUDA_TRY(cudaMallocAsync(&p, bytes, stream));
-    return static_cast<char*>(p);
-  }
-  // Thrust calls this from a destructor, where throwing would terminate the
-  // program. A failure is not lost: it is the thread's last CUDA error, and
-  // chunkpipe checks cudaGetLastError() after every chunk stage.
-  void deallocate(char* p, std::size_t) noexcept { (void)cudaFreeAsync(p, stream); }
-};
+// Both stages run Thrust under chunkpipe::thrust_policy(ctx.stream): its
+// scratch memory is allocated and freed in stream order on the chunk's
+// stream, so there is no device-wide synchronisation, and the memory pool
+// reuses the blocks chunk after chunk. Freeing never throws (Thrust frees
+// from a destructor); a failure is not lost: it is the thread's last CUDA
+// error, and chunkpipe checks cudaGetLastError() after every chunk stage.
 
 // Stage 1, in place: sort the chunk's packets by flow id. Stable, so the
 // packets of one flow keep their arrival order. The context's spans are the
@@ -97,11 +86,10 @@ struct GroupByFlow {
   void operator()(const chunkpipe::ChunkContext<Packets, Packets>& ctx) const {
     std::uint32_t* flow = ctx.in<0>().data();
     std::uint32_t* bytes = ctx.in<1>().data();
-    StreamOrderedScratch scratch{ctx.stream};
     // Thrust sorts all 32 bits of the key. cub::DeviceRadixSort::SortPairs
     // with end_bit = 12 would sort only the bits flow ids use, if this stage
     // ever became the slow one.
-    thrust::stable_sort_by_key(thrust::cuda::par_nosync(scratch).on(ctx.stream), flow, flow + ctx.count, bytes);
+    thrust::stable_sort_by_key(chunkpipe::thrust_policy(ctx.stream), flow, flow + ctx.count, bytes);
   }
 };
 
@@ -117,37 +105,9 @@ struct RunningBytes {
     std::uint64_t* running = ctx.out<1>().data();
     CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(flow_out, flow, ctx.count * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice,
                                        ctx.stream));
-    StreamOrderedScratch scratch{ctx.stream};
-    thrust::inclusive_scan(thrust::cuda::par_nosync(scratch).on(ctx.stream), bytes, bytes + ctx.count, running,
-                           std::uint64_t{0}, ::cuda::std::plus<std::uint64_t>{});
+    thrust::inclusive_scan(chunkpipe::thrust_policy(ctx.stream), bytes, bytes + ctx.count, running, std::uint64_t{0},
+                           ::cuda::std::plus<std::uint64_t>{});
   }
-};
-
-// Deterministic pseudo-random numbers: an integer hash of the index, so
-// filling millions of records stays fast even in a debug build.
-std::uint32_t mix(std::size_t i, std::uint32_t seed) {
-  std::uint32_t h = (static_cast<std::uint32_t>(i) * 0x9E3779B1u) ^ seed;
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return h;
-}
-
-// Page-locked host memory for `n` elements of T. chunkpipe::PinnedBuffer
-// owns the bytes (cudaMallocHost, freed by its destructor); this adds the
-// element type, and data() and size() so chunkpipe takes it as a range.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t n) : n_(n), bytes_(n * sizeof(T)) {}
-  T* data() const noexcept { return reinterpret_cast<T*>(bytes_.data()); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_;
-  chunkpipe::PinnedBuffer bytes_;
 };
 
 // ---------------------------------------------------------------------------
@@ -197,17 +157,8 @@ bool verify(const std::uint32_t* flow, const std::uint32_t* bytes, const std::ui
   return true;
 }
 
-// Mean wall time of `runs` calls; each call returns only when its output is
-// on the host, so this is the work, not the enqueueing.
-template <class F>
-double mean_ms(int runs, F&& run_once) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) run_once();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
-}
-
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 struct Args {
   long long pairs = (1ll << 23) + 4321;  // 8 full chunks and a short ninth
@@ -226,63 +177,11 @@ const char* const kUsage =
 // Reads "--name N" or "--name=N". Returns -1 to go on, or the exit status
 // to leave with: 0 after --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  struct Option {
-    const char* name;
-    long long* value;
-    long long min, max;
-  };
-  const Option options[] = {{"--pairs", &args.pairs, 1, 1ll << 30},
-                            {"--chunk", &args.chunk, 1, 1ll << 28},
-                            {"--runs", &args.runs, 1, 1000}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    const Option* option = nullptr;
-    std::string text;
-    for (const Option& o : options) {
-      const std::string name = o.name;
-      if (arg == name && i + 1 < argc) {
-        option = &o;
-        text = argv[++i];
-        break;
-      }
-      if (arg.rfind(name + "=", 0) == 0) {
-        option = &o;
-        text = arg.substr(name.size() + 1);
-        break;
-      }
-    }
-    if (option == nullptr) {
-      std::fprintf(stderr, "chunk_sort: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < option->min || v > option->max) {
-      std::fprintf(stderr, "chunk_sort: %s wants an integer from %lld to %lld, got '%s'\n", option->name,
-                   option->min, option->max, text.c_str());
-      return 2;
-    }
-    *option->value = v;
-  }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return example::CommandLine("chunk_sort", kUsage)
+      .integer("--pairs", args.pairs, 1, 1ll << 30)
+      .integer("--chunk", args.chunk, 1, 1ll << 28)
+      .integer("--runs", args.runs, 1, 1000)
+      .parse(argc, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -292,16 +191,15 @@ int run(const Args& args) {
   const auto chunk = static_cast<std::size_t>(args.chunk);
   const int runs = static_cast<int>(args.runs);
 
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s\n", prop.name);
 
   // By default the pool behind cudaMallocAsync hands freed memory back to
   // the system whenever the program synchronises, and the next chunk's
   // allocation must map it again. Keeping it in the pool makes each chunk's
   // scratch allocation a cheap reuse.
+  int device = 0;
+  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
   cudaMemPool_t pool = nullptr;
   CHUNKPIPE_CUDA_TRY(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t keep_everything = UINT64_MAX;
@@ -311,11 +209,13 @@ int run(const Args& args) {
   // and the table below compares schedules. From pageable std::vectors
   // chunkpipe would stage every byte through its pinned slots (saxpy.cu
   // measures that), and the host copies would set the pace, not the GPU.
-  PinnedArray<std::uint32_t> flow(n), bytes(n), flow_out(n);
-  PinnedArray<std::uint64_t> running(n);
+  chunkpipe::PinnedArray<std::uint32_t> flow(n), bytes(n), flow_out(n);
+  chunkpipe::PinnedArray<std::uint64_t> running(n);
+  // Deterministic pseudo-random records: example::mix is an integer hash of
+  // the index, so filling millions of them stays fast even in a debug build.
   for (std::size_t i = 0; i < n; ++i) {
-    flow.data()[i] = mix(i, 1) % kFlows;
-    bytes.data()[i] = 40 + mix(i, 2) % 1461;
+    flow.data()[i] = example::mix(i, 1) % kFlows;
+    bytes.data()[i] = 40 + example::mix(i, 2) % 1461;
   }
   std::printf("%zu records in chunks of %zu (%zu chunks)\n\n", n, chunk, (n + chunk - 1) / chunk);
 
@@ -353,7 +253,7 @@ int run(const Args& args) {
                 schedules[s].name, totals)) {
       return EXIT_FAILURE;
     }
-    ms[s] = mean_ms(runs, run_once);
+    ms[s] = example::mean_ms(runs, run_once);  // each run returns with its output on the host
   }
 
   std::printf("\n%-14s %10s %12s %12s\n", "schedule", "time (ms)", "M records/s", "vs serial");
@@ -379,16 +279,10 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::cuda_error says which call failed and where; an exception
-    // thrown inside a chunk stage (Thrust's included) arrives here too,
-    // after the pipeline has stopped every stream of the run.
-    std::fprintf(stderr, "chunk_sort: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::cuda_error says which call failed and where; an exception
+  // thrown inside a chunk stage (Thrust's included) arrives here too,
+  // after the pipeline has stopped every stream of the run.
+  return example::run_example("chunk_sort", argc, argv, parse_args, run);
 }

@@ -22,6 +22,9 @@
 // Run:   ./double_buffer [--chunk-mib 64] [--iters 512] [--total-mib 1024]
 //                        [--depth 3] [--sweep]
 // Needs about 2x total-mib of pinned host RAM.
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/measure.cuh>
 #include <chunkpipe/pipeline.cuh>
@@ -30,15 +33,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <iostream>
+#include <limits>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -72,82 +76,46 @@ struct Config {
   int runs = 7;  // timed passes per figure, after one warm-up; the median is kept
 };
 
-void usage() {
-  std::printf(
-      "double_buffer: the lesson's benchmark on chunkpipe\n"
-      "  --total-mib N   array size in MiB (default 1024)\n"
-      "  --chunk-mib N   device window per chunk in MiB (default 64)\n"
-      "  --iters N       chained FMAs per element (default 512)\n"
-      "  --depth N       slots for chunkpipe's default schedule (default %d)\n"
-      "  --runs N        timed passes per figure (default 7, median kept)\n"
-      "  --sweep         the page's exercise: 4, 64 and 256 MiB windows\n"
-      "  --timeline DIR  profile one run of each schedule: print its timeline and\n"
-      "                  write DIR/<schedule>.svg and .trace.json (ui.perfetto.dev)\n",
-      chunkpipe::default_depth);
+std::string usage() {
+  char text[2048];
+  std::snprintf(text, sizeof text,
+                "double_buffer: the lesson's benchmark on chunkpipe\n"
+                "  --total-mib N   array size in MiB (default 1024)\n"
+                "  --chunk-mib N   device window per chunk in MiB (default 64)\n"
+                "  --iters N       chained FMAs per element (default 512)\n"
+                "  --depth N       slots for chunkpipe's default schedule (default %d)\n"
+                "  --runs N        timed passes per figure (default 7, median kept)\n"
+                "  --sweep         the page's exercise: 4, 64 and 256 MiB windows\n"
+                "  --timeline DIR  profile one run of each schedule: print its timeline and\n"
+                "                  write DIR/<schedule>.svg and .trace.json (ui.perfetto.dev)\n",
+                chunkpipe::default_depth);
+  return text;
 }
 
-bool parse(int argc, char** argv, Config& c) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* name) -> long {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", name);
-        std::exit(2);
-      }
-      const long v = std::strtol(argv[++i], nullptr, 10);
-      if (v <= 0) {
-        std::fprintf(stderr, "%s must be a positive integer\n", name);
-        std::exit(2);
-      }
-      return v;
-    };
-    if (a == "--help" || a == "-h") {
-      usage();
-      return false;
-    } else if (a == "--total-mib") {
-      c.total_mib = static_cast<std::size_t>(value("--total-mib"));
-    } else if (a == "--chunk-mib") {
-      c.chunk_mib = static_cast<std::size_t>(value("--chunk-mib"));
-    } else if (a == "--iters") {
-      c.iters = static_cast<int>(value("--iters"));
-    } else if (a == "--depth") {
-      c.depth = static_cast<int>(value("--depth"));
-    } else if (a == "--runs") {
-      c.runs = static_cast<int>(value("--runs"));
-    } else if (a == "--sweep") {
-      c.sweep = true;
-    } else if (a == "--timeline") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "--timeline needs a directory\n");
-        std::exit(2);
-      }
-      c.timeline = argv[++i];
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      usage();
-      std::exit(2);
-    }
-  }
-  return true;
+// Reads "--name N" or "--name=N"; every N is a positive integer. Returns -1
+// to go on, or the exit status to leave with: 0 after --help, 2 after bad
+// input.
+int parse(int argc, char** argv, Config& c) {
+  constexpr long long kLong = std::numeric_limits<long>::max(), kInt = std::numeric_limits<int>::max();
+  return example::CommandLine("double_buffer", usage())
+      .integer("--total-mib", c.total_mib, 1, kLong)
+      .integer("--chunk-mib", c.chunk_mib, 1, kLong)
+      .integer("--iters", c.iters, 1, kInt)
+      .integer("--depth", c.depth, 1, kInt)
+      .integer("--runs", c.runs, 1, kInt)
+      .flag("--sweep", c.sweep)
+      .text("--timeline", c.timeline)
+      .parse(argc, argv);
 }
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// Median wall time of `runs` passes, after one warm-up pass that also pays
-// the first-run costs (module load, slot allocation). Each pass ends with
-// the GPU idle, so passes do not overlap and every pass pays its own fill
-// and drain, as a single run would.
-double median_ms(int runs, const std::function<void()>& pass) {
-  pass();
-  std::vector<double> t;
-  for (int r = 0; r < runs; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    pass();
-    t.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+// Every figure below is example::median_ms: the median wall time of
+// c.runs passes, after one warm-up pass that also pays the first-run costs
+// (module load, slot allocation). Each pass ends with the GPU idle, so
+// passes do not overlap and every pass pays its own fill and drain, as a
+// single run would.
+using example::median_ms;
 
 // The component passes are written directly against the runtime: they are
 // measurements of the machine, not schedules.
@@ -226,13 +194,11 @@ Schedules make_schedules(const Config& c, std::size_t chunk) {
   };
 }
 
-void poison(float* p, std::size_t n) { std::memset(p, 0xFF, n * sizeof(float)); }
-
 // Runs `pipe` once and compares with `want` bit for bit; exits naming the
 // chunk on the first difference. A slot reused too early shows up here.
 void verify_bitwise(Pipe& pipe, const char* name, float* h_in, float* h_out, const std::vector<float>& want,
                     std::size_t total, std::size_t chunk) {
-  poison(h_out, total);
+  example::poison(h_out, total);
   pipe.run(chunkpipe::pinned(chunkpipe::host_span(h_in, total)), chunkpipe::pinned(chunkpipe::host_span(h_out, total)));
   if (std::memcmp(h_out, want.data(), total * sizeof(float)) != 0) {
     std::size_t i = 0;
@@ -261,20 +227,14 @@ chunkpipe::LinkModel measured_link(const Components& m, double bytes, int engine
 
 int main(int argc, char** argv) {
   Config c;
-  if (!parse(argc, argv, c)) return 0;
-
-  int devices = 0;
-  const cudaError_t probe = cudaGetDeviceCount(&devices);
-  if (probe != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device found (%s); this benchmark needs a GPU.\n"
-                "scripts/demo.sh shows the same schedules as predicted timelines instead.\n",
-                probe != cudaSuccess ? cudaGetErrorString(probe) : "device count is 0");
-    return 77;
+  if (const int status = parse(argc, argv, c); status >= 0) return status;
+  if (const int status = example::require_gpu("benchmark"); status != 0) {
+    std::printf("scripts/demo.sh shows the same schedules as predicted timelines instead.\n");
+    return status;
   }
 
   try {
-    cudaDeviceProp prop{};
-    CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    const cudaDeviceProp prop = example::current_gpu();  // device 0, the default
     // asyncEngineCount: how many copies can move while a kernel runs. Two or
     // more lets H2D and D2H overlap each other, which prediction 4 bets on.
     std::printf("GPU: %s (compute capability %d.%d), %d copy engine(s)\n", prop.name, prop.major, prop.minor,
@@ -302,7 +262,7 @@ int main(int argc, char** argv) {
 
     // Correctness before any timing: naive against the closed form, then
     // every other schedule bit for bit against naive.
-    poison(h_out, total);
+    example::poison(h_out, total);
     s.naive.run(in, out);
     if (const std::size_t bad = first_mismatch(h_out, h_in, total, c.iters); bad != total) {
       std::fprintf(stderr, "FAIL: naive output wrong at i=%zu (chunk %zu), got %.9g\n", bad, bad / chunk,

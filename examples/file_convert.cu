@@ -34,6 +34,9 @@
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I include -o file_convert examples/file_convert.cu
 // Run:   ./file_convert [--in PATH] [--out PATH] [--mib 4096] [--chunk-mib 64]
 // Needs (for its own input) --mib x 1.5 MiB of free disk in $TMPDIR (or /tmp).
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/files.hpp>
 #include <chunkpipe/pipeline.cuh>
@@ -48,7 +51,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -60,6 +62,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -263,7 +267,7 @@ std::size_t first_mismatch(const std::string& in, const std::string& out, std::s
 }
 
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 struct Args {
   std::string in, out;
@@ -284,68 +288,28 @@ const char* const kUsage =
     "named are kept. Every output element is checked against the host's\n"
     "__float2half_rn.\n";
 
-// Returns -1 to go on, or the exit status to leave with: 0 after --help,
-// 2 after bad input.
+// Reads "--name VALUE" or "--name=VALUE"; --in and --out must not name the
+// same file. Returns -1 to go on, or the exit status to leave with: 0 after
+// --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "file_convert: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    const std::string value = argv[++i];
-    auto number = [&](long long& out, long long max) {
-      char* end = nullptr;
-      errno = 0;
-      const long long v = std::strtoll(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || errno != 0 || v < 1 || v > max) {
-        std::fprintf(stderr, "file_convert: %s wants an integer from 1 to %lld, got '%s'\n", arg.c_str(), max,
-                     value.c_str());
-        return false;
-      }
-      out = v;
-      return true;
-    };
-    if (arg == "--in") {
-      args.in = value;
-    } else if (arg == "--out") {
-      args.out = value;
-    } else if (arg == "--mib") {
-      if (!number(args.mib, 1ll << 24)) return 2;
-    } else if (arg == "--chunk-mib") {
-      if (!number(args.chunk_mib, 16384)) return 2;
-    } else {
-      std::fprintf(stderr, "file_convert: unknown option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
+  const int status = example::CommandLine("file_convert", kUsage)
+                         .text("--in", args.in)
+                         .text("--out", args.out)
+                         .integer("--mib", args.mib, 1, 1ll << 24)
+                         .integer("--chunk-mib", args.chunk_mib, 1, 16384)
+                         .parse(argc, argv);
+  if (status < 0 && !args.in.empty() && args.in == args.out) {
+    std::fprintf(stderr, "file_convert: --in and --out name the same file; the output would replace the input\n");
+    return 2;
   }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found (%s); this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return status;
 }
 
 // ---------------------------------------------------------------------------
 
-using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
+// The clocks: a steady clock, and the milliseconds between two readings.
+using example::Clock;
+using example::ms_between;
 
 // The file sink, timed: finish() (fsync and rename) runs inside run(), and
 // this says how much of the run it was. A Sink's functor is anything with
@@ -367,10 +331,7 @@ struct TimedFinish {
 };
 
 int run(const Args& args) {
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s\n", prop.name);
 
   // Declared before the pipeline so that it is removed after it: the
@@ -466,19 +427,9 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (!args.in.empty() && args.in == args.out) {
-    std::fprintf(stderr, "file_convert: --in and --out name the same file; the output would replace the input\n");
-    return 2;
-  }
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::pipeline_error names the file, the byte offset and the
-    // reason; chunkpipe::cuda_error the CUDA call and where it was made.
-    std::fprintf(stderr, "file_convert: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::pipeline_error names the file, the byte offset and the
+  // reason; chunkpipe::cuda_error the CUDA call and where it was made.
+  return example::run_example("file_convert", argc, argv, parse_args, run);
 }

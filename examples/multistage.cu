@@ -26,20 +26,22 @@
 // Build: part of the chunkpipe build (target `multistage`), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -I include -o multistage examples/multistage.cu
 // Run:   ./multistage [--elems N] [--runs 5]
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 
 #include <cuda_runtime.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -93,21 +95,6 @@ std::uint16_t raw_code(std::size_t i) {
   return static_cast<std::uint16_t>(h % kCodes);
 }
 
-// Page-locked host memory for `n` elements of T. chunkpipe::PinnedBuffer
-// owns the bytes (cudaMallocHost, freed by its destructor); this adds the
-// element type, and data() and size() so chunkpipe takes it as a range.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t n) : n_(n), bytes_(n * sizeof(T)) {}
-  T* data() const noexcept { return reinterpret_cast<T*>(bytes_.data()); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_;
-  chunkpipe::PinnedBuffer bytes_;
-};
-
 // Quantise never produces -128, so it marks every element nobody wrote.
 constexpr std::int8_t kPoison = -128;
 
@@ -127,17 +114,8 @@ bool verify(const std::int8_t* got, const std::uint16_t* codes, std::size_t n, c
   return true;
 }
 
-// Mean wall time of `runs` calls; each call returns only when its output is
-// on the host, so this is the work, not the enqueueing.
-template <class F>
-double mean_ms(int runs, F&& run_once) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) run_once();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
-}
-
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 struct Args {
   long long elems = (1ll << 25) + 321;  // 32 Mi codes, and a ragged last chunk
@@ -154,61 +132,10 @@ const char* const kUsage =
 // Reads "--name N" or "--name=N". Returns -1 to go on, or the exit status
 // to leave with: 0 after --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  struct Option {
-    const char* name;
-    long long* value;
-    long long min, max;
-  };
-  const Option options[] = {{"--elems", &args.elems, 1, 1ll << 31}, {"--runs", &args.runs, 1, 1000}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    const Option* option = nullptr;
-    std::string text;
-    for (const Option& o : options) {
-      const std::string name = o.name;
-      if (arg == name && i + 1 < argc) {
-        option = &o;
-        text = argv[++i];
-        break;
-      }
-      if (arg.rfind(name + "=", 0) == 0) {
-        option = &o;
-        text = arg.substr(name.size() + 1);
-        break;
-      }
-    }
-    if (option == nullptr) {
-      std::fprintf(stderr, "multistage: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < option->min || v > option->max) {
-      std::fprintf(stderr, "multistage: %s wants an integer from %lld to %lld, got '%s'\n", option->name,
-                   option->min, option->max, text.c_str());
-      return 2;
-    }
-    *option->value = v;
-  }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return example::CommandLine("multistage", kUsage)
+      .integer("--elems", args.elems, 1, 1ll << 31)
+      .integer("--runs", args.runs, 1, 1000)
+      .parse(argc, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -217,10 +144,7 @@ int run(const Args& args) {
   const auto n = static_cast<std::size_t>(args.elems);
   const int runs = static_cast<int>(args.runs);
 
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s\n", prop.name);
 
   const Calibrate calibrate{2047.5f, 0.08f};  // codes 0..4095 map to about -163.8..163.8 steps
@@ -233,8 +157,8 @@ int run(const Args& args) {
 
   // Pinned on both ends, so chunkpipe::pinned() lets the pipeline copy them
   // directly (pageable ranges would be staged; see saxpy.cu).
-  PinnedArray<std::uint16_t> codes(n);
-  PinnedArray<std::int8_t> q(n);
+  chunkpipe::PinnedArray<std::uint16_t> codes(n);
+  chunkpipe::PinnedArray<std::int8_t> q(n);
   for (std::size_t i = 0; i < n; ++i) codes.data()[i] = raw_code(i);
   const auto in = chunkpipe::pinned(codes);
   const auto out = chunkpipe::pinned(q);
@@ -269,8 +193,10 @@ int run(const Args& args) {
   fused_once();
   if (!verify(q.data(), codes.data(), n, lut, "one fused stage")) return EXIT_FAILURE;
 
-  const double staged_ms = mean_ms(runs, staged_once);
-  const double fused_ms = mean_ms(runs, fused_once);
+  // Mean wall time of `runs` calls each; every call returns only when its
+  // output is on the host, so this is the work, not the enqueueing.
+  const double staged_ms = example::mean_ms(runs, staged_once);
+  const double fused_ms = example::mean_ms(runs, fused_once);
 
   // Bytes over the link per run: 2 per element in, 1 out. The floats
   // between the stages stay in device memory.
@@ -291,15 +217,9 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::cuda_error says which call failed and where;
-    // chunkpipe::config_error says which setting or range was wrong.
-    std::fprintf(stderr, "multistage: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::cuda_error says which call failed and where;
+  // chunkpipe::config_error says which setting or range was wrong.
+  return example::run_example("multistage", argc, argv, parse_args, run);
 }

@@ -30,20 +30,20 @@
 // Build: part of the chunkpipe build (target `overlap`), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -I include -o overlap examples/overlap.cu
 // Run:   ./overlap [--iters 5000] [--chunks 16] [--runs 5]
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 
 #include <cuda_runtime.h>
 
-#include <cerrno>
-#include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -88,21 +88,6 @@ __global__ void scale_kernel(float* data, std::size_t n, Scale scale) {
   const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
   if (i < n) data[i] = scale(data[i]);
 }
-
-// Page-locked host memory for `n` elements of T. chunkpipe::PinnedBuffer
-// owns the bytes (cudaMallocHost, freed by its destructor); this adds the
-// element type, and data() and size() so chunkpipe takes it as a range.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t n) : n_(n), bytes_(n * sizeof(T)) {}
-  T* data() const noexcept { return reinterpret_cast<T*>(bytes_.data()); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_;
-  chunkpipe::PinnedBuffer bytes_;
-};
 
 // ---------------------------------------------------------------------------
 // The three variants. Each returns once every output element is on the host.
@@ -150,23 +135,13 @@ Pipeline make_pipelined(const Scale& scale) {
 }
 
 // ---------------------------------------------------------------------------
-// Checking and timing.
-
-// NaN in every float: an element nobody wrote can never pass for a result.
-void poison(float* p, std::size_t n) { std::memset(p, 0xFF, n * sizeof(float)); }
-
-bool same_bits(float a, float b) {
-  std::uint32_t x = 0, y = 0;
-  std::memcpy(&x, &a, sizeof x);
-  std::memcpy(&y, &b, sizeof y);
-  return x == y;
-}
+// Checking.
 
 // Compares every element, bit for bit, with the reference for its input
 // value; names the first wrong element and its chunk.
 bool verify(const float* got, std::size_t n, const std::vector<float>& ref_table, const char* what) {
   for (std::size_t i = 0, p = 0; i < n; ++i, p = (p + 1 == kPeriod) ? 0 : p + 1) {
-    if (!same_bits(got[i], ref_table[p])) {
+    if (!example::same_bits(got[i], ref_table[p])) {
       std::fprintf(stderr, "%s: WRONG at %zu (chunk %zu): got %.9g, want %.9g\n", what, i, i / kFloatsPerChunk,
                    static_cast<double>(got[i]), static_cast<double>(ref_table[p]));
       return false;
@@ -176,18 +151,8 @@ bool verify(const float* got, std::size_t n, const std::vector<float>& ref_table
   return true;
 }
 
-// Mean wall time of `runs` calls. Every call returns only after its work is
-// complete, so the clock never measures just the enqueueing (the lesson's
-// "you timed the enqueue, not the work").
-template <class F>
-double mean_ms(int runs, F&& run_once) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) run_once();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
-}
-
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 struct Args {
   long long iters = 5000;
@@ -206,63 +171,11 @@ const char* const kUsage =
 // Reads "--name N" or "--name=N". Returns -1 to go on, or the exit status
 // to leave with: 0 after --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  struct Option {
-    const char* name;
-    long long* value;
-    long long min, max;
-  };
-  const Option options[] = {{"--iters", &args.iters, 0, 1000000},
-                            {"--chunks", &args.chunks, 1, 1024},
-                            {"--runs", &args.runs, 1, 1000}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    const Option* option = nullptr;
-    std::string text;
-    for (const Option& o : options) {
-      const std::string name = o.name;
-      if (arg == name && i + 1 < argc) {
-        option = &o;
-        text = argv[++i];
-        break;
-      }
-      if (arg.rfind(name + "=", 0) == 0) {
-        option = &o;
-        text = arg.substr(name.size() + 1);
-        break;
-      }
-    }
-    if (option == nullptr) {
-      std::fprintf(stderr, "overlap: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < option->min || v > option->max) {
-      std::fprintf(stderr, "overlap: %s wants an integer from %lld to %lld, got '%s'\n", option->name, option->min,
-                   option->max, text.c_str());
-      return 2;
-    }
-    *option->value = v;
-  }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return example::CommandLine("overlap", kUsage)
+      .integer("--iters", args.iters, 0, 1000000)
+      .integer("--chunks", args.chunks, 1, 1024)
+      .integer("--runs", args.runs, 1, 1000)
+      .parse(argc, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -273,10 +186,7 @@ int run(const Args& args) {
   const int runs = static_cast<int>(args.runs);
   const Scale scale{kFactor, static_cast<int>(args.iters)};
 
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s  (asyncEngineCount = %d)\n", prop.name, prop.asyncEngineCount);
   if (prop.asyncEngineCount == 0) {
     std::printf("NOTE: no async copy engine: copy/kernel overlap is not possible on this device\n");
@@ -294,7 +204,7 @@ int run(const Args& args) {
   // (Given pageable ranges, chunkpipe would stage them through pinned slots
   // of its own; see saxpy.cu. Here the chunked variants compare schedules.)
   std::vector<float> in_pageable(n), out_pageable(n);
-  PinnedArray<float> in_pinned(n), out_pinned(n);
+  chunkpipe::PinnedArray<float> in_pinned(n), out_pinned(n);
   for (std::size_t i = 0, p = 0; i < n; ++i, p = (p + 1 == kPeriod) ? 0 : p + 1) {
     in_pageable[i] = input_value(p);
     in_pinned.data()[i] = input_value(p);
@@ -314,22 +224,26 @@ int run(const Args& args) {
   auto pipelined_once = [&] { pipelined.run(in, out); };
 
   // Correctness first. Each variant's first run writes over a poisoned
-  // output and is checked; it is also the warm-up that pays one-time costs
-  // (module loading, the pipelines' slot allocation), so the timed runs
-  // below do not.
-  poison(out_pageable.data(), n);
+  // output (NaN in every float, so an element nobody wrote can never pass
+  // for a result) and is checked; it is also the warm-up that pays one-time
+  // costs (module loading, the pipelines' slot allocation), so the timed
+  // runs below do not.
+  example::poison(out_pageable.data(), n);
   serial_once();
   if (!verify(out_pageable.data(), n, ref_table, "serial")) return EXIT_FAILURE;
-  poison(out_pinned.data(), n);
+  example::poison(out_pinned.data(), n);
   naive_once();
   if (!verify(out_pinned.data(), n, ref_table, "naive")) return EXIT_FAILURE;
-  poison(out_pinned.data(), n);
+  example::poison(out_pinned.data(), n);
   pipelined_once();
   if (!verify(out_pinned.data(), n, ref_table, "pipelined")) return EXIT_FAILURE;
 
-  const double serial_ms = mean_ms(runs, serial_once);
-  const double naive_ms = mean_ms(runs, naive_once);
-  const double pipe_ms = mean_ms(runs, pipelined_once);
+  // Mean wall time of `runs` calls each. Every call returns only after its
+  // work is complete, so the clock never measures just the enqueueing (the
+  // lesson's "you timed the enqueue, not the work").
+  const double serial_ms = example::mean_ms(runs, serial_once);
+  const double naive_ms = example::mean_ms(runs, naive_once);
+  const double pipe_ms = example::mean_ms(runs, pipelined_once);
 
   const auto& g = pipelined.geometry();
   std::printf("\n%-12s %10s %12s   %s\n", "variant", "time (ms)", "vs serial", "how");
@@ -353,15 +267,9 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::cuda_error says which call failed and where;
-    // chunkpipe::config_error says which setting or range was wrong.
-    std::fprintf(stderr, "overlap: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::cuda_error says which call failed and where;
+  // chunkpipe::config_error says which setting or range was wrong.
+  return example::run_example("overlap", argc, argv, parse_args, run);
 }

@@ -31,21 +31,21 @@
 // Build: part of the chunkpipe build (target `prefetch`), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -I include -o prefetch examples/prefetch.cu
 // Run:   ./prefetch [--batches 8] [--batch N] [--iters 120000]
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <chrono>
-#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -76,29 +76,6 @@ float input_value(std::size_t p) {
   return -1.0f + 2.0f * static_cast<float>(p) / static_cast<float>(kPeriod);
 }
 
-// Page-locked host memory for `n` elements of T. chunkpipe::PinnedBuffer
-// owns the bytes (cudaMallocHost, freed by its destructor); this adds the
-// element type, and data() and size() so chunkpipe takes it as a range. A
-// data loader feeding a GPU fills pinned buffers like these.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t n) : n_(n), bytes_(n * sizeof(T)) {}
-  T* data() const noexcept { return reinterpret_cast<T*>(bytes_.data()); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_;
-  chunkpipe::PinnedBuffer bytes_;
-};
-
-bool same_bits(float a, float b) {
-  std::uint32_t u = 0, v = 0;
-  std::memcpy(&u, &a, sizeof u);
-  std::memcpy(&v, &b, sizeof v);
-  return u == v;
-}
-
 // What the host does with a finished batch: checks every element against
 // the reference and computes the batch's mean output (the number a training
 // loop would log as its loss). Element i of batch k is element k * size + i
@@ -108,12 +85,12 @@ struct BatchResult {
   double mean = 0.0;
 };
 
-BatchResult use_batch(const PinnedArray<float>& out, std::size_t k, const std::vector<float>& ref_table) {
+BatchResult use_batch(const chunkpipe::PinnedArray<float>& out, std::size_t k, const std::vector<float>& ref_table) {
   const float* y = out.data();
   const std::size_t n = out.size();
   double sum = 0.0;
   for (std::size_t i = 0, p = (k * n) % kPeriod; i < n; ++i, p = (p + 1 == kPeriod) ? 0 : p + 1) {
-    if (!same_bits(y[i], ref_table[p])) {
+    if (!example::same_bits(y[i], ref_table[p])) {
       std::fprintf(stderr, "batch %zu: WRONG at %zu: got %.9g, want %.9g\n", k, i, static_cast<double>(y[i]),
                    static_cast<double>(ref_table[p]));
       return {false, 0.0};
@@ -124,17 +101,16 @@ BatchResult use_batch(const PinnedArray<float>& out, std::size_t k, const std::v
 }
 
 // NaN in every float: an element nobody wrote can never pass for a result.
-void poison(std::vector<PinnedArray<float>>& buffers) {
-  for (auto& b : buffers) std::memset(b.data(), 0xFF, b.size() * sizeof(float));
+void poison(std::vector<chunkpipe::PinnedArray<float>>& buffers) {
+  for (auto& b : buffers) example::poison(b.data(), b.size());
 }
 
-using Clock = std::chrono::steady_clock;
-double ms_between(Clock::time_point t0, Clock::time_point t1) {
-  return std::chrono::duration<double, std::milli>(t1 - t0).count();
-}
+// The loops' clocks: a steady clock, and the milliseconds between two readings.
+using example::Clock;
+using example::ms_between;
 
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 // Overlap hides the smaller of the GPU's and the host's shares behind the
 // larger, so it helps most when they are about equal. The default --iters
@@ -158,63 +134,11 @@ const char* const kUsage =
 // Reads "--name N" or "--name=N". Returns -1 to go on, or the exit status
 // to leave with: 0 after --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  struct Option {
-    const char* name;
-    long long* value;
-    long long min, max;
-  };
-  const Option options[] = {{"--batches", &args.batches, 2, 1000},
-                            {"--batch", &args.batch, 1, 1ll << 28},
-                            {"--iters", &args.iters, 0, 1000000}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    const Option* option = nullptr;
-    std::string text;
-    for (const Option& o : options) {
-      const std::string name = o.name;
-      if (arg == name && i + 1 < argc) {
-        option = &o;
-        text = argv[++i];
-        break;
-      }
-      if (arg.rfind(name + "=", 0) == 0) {
-        option = &o;
-        text = arg.substr(name.size() + 1);
-        break;
-      }
-    }
-    if (option == nullptr) {
-      std::fprintf(stderr, "prefetch: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < option->min || v > option->max) {
-      std::fprintf(stderr, "prefetch: %s wants an integer from %lld to %lld, got '%s'\n", option->name,
-                   option->min, option->max, text.c_str());
-      return 2;
-    }
-    *option->value = v;
-  }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return example::CommandLine("prefetch", kUsage)
+      .integer("--batches", args.batches, 2, 1000)
+      .integer("--batch", args.batch, 1, 1ll << 28)
+      .integer("--iters", args.iters, 0, 1000000)
+      .parse(argc, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -224,22 +148,20 @@ int run(const Args& args) {
   const auto batch = static_cast<std::size_t>(args.batch);
   const Layer layer{0.999999f, 0.001f, static_cast<int>(args.iters)};
 
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s\n", prop.name);
 
   // The reference: the layer on the CPU, once per distinct input value.
   std::vector<float> ref_table(kPeriod);
   for (std::size_t p = 0; p < kPeriod; ++p) ref_table[p] = layer(input_value(p));
 
-  // The batches, each with its own input and output buffer. They are
-  // declared before the pipeline on purpose: objects are destroyed in
-  // reverse order, so if anything below throws while batches are in flight,
-  // the pipeline's destructor (which waits for its work) runs before these
-  // buffers are freed.
-  std::vector<PinnedArray<float>> inputs, outputs;
+  // The batches, each with its own input and output buffer, in pinned
+  // memory (chunkpipe::PinnedArray), as a data loader feeding a GPU fills
+  // them. They are declared before the pipeline on purpose: objects are
+  // destroyed in reverse order, so if anything below throws while batches
+  // are in flight, the pipeline's destructor (which waits for its work) runs
+  // before these buffers are freed.
+  std::vector<chunkpipe::PinnedArray<float>> inputs, outputs;
   inputs.reserve(batches);
   outputs.reserve(batches);
   for (std::size_t k = 0; k < batches; ++k) {
@@ -326,15 +248,9 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::cuda_error says which call failed and where;
-    // chunkpipe::config_error says which setting or range was wrong.
-    std::fprintf(stderr, "prefetch: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::cuda_error says which call failed and where;
+  // chunkpipe::config_error says which setting or range was wrong.
+  return example::run_example("prefetch", argc, argv, parse_args, run);
 }

@@ -22,20 +22,22 @@
 // Build: part of the chunkpipe build (target `saxpy`), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 --extended-lambda -I include -o saxpy examples/saxpy.cu
 // Run:   ./saxpy [--elems N] [--runs 5]
+//
+// The helpers every example and benchmark repeats (device check, command
+// line, timing, checks) are in support.hpp.
 
 #include <chunkpipe/pipeline.cuh>
 
 #include <cuda_runtime.h>
 
-#include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <string>
 #include <vector>
+
+#include "support.hpp"
 
 namespace {
 
@@ -50,48 +52,17 @@ struct Saxpy {
 };
 
 // Deterministic pseudo-random floats in [-1, 1): an integer hash of the
-// index, so filling tens of millions of elements stays fast even in a debug
-// build, and x and y differ (different seeds).
+// index (example::mix), so filling tens of millions of elements stays fast
+// even in a debug build, and x and y differ (different seeds).
 float pattern(std::size_t i, std::uint32_t seed) {
-  std::uint32_t h = (static_cast<std::uint32_t>(i) * 0x9E3779B1u) ^ seed;
-  h ^= h >> 16;
-  h *= 0x85EBCA6Bu;
-  h ^= h >> 13;
-  h *= 0xC2B2AE35u;
-  h ^= h >> 16;
-  return static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
-}
-
-// Page-locked host memory for `n` elements of T. chunkpipe::PinnedBuffer
-// owns the bytes (cudaMallocHost, freed by its destructor); this adds the
-// element type, and data() and size() so chunkpipe takes it as a range.
-template <class T>
-class PinnedArray {
- public:
-  explicit PinnedArray(std::size_t n) : n_(n), bytes_(n * sizeof(T)) {}
-  T* data() const noexcept { return reinterpret_cast<T*>(bytes_.data()); }
-  std::size_t size() const noexcept { return n_; }
-
- private:
-  std::size_t n_;
-  chunkpipe::PinnedBuffer bytes_;
-};
-
-// NaN in every float: an element nobody wrote can never pass for a result.
-void poison(float* p, std::size_t n) { std::memset(p, 0xFF, n * sizeof(float)); }
-
-bool same_bits(float a, float b) {
-  std::uint32_t u = 0, v = 0;
-  std::memcpy(&u, &a, sizeof u);
-  std::memcpy(&v, &b, sizeof v);
-  return u == v;
+  return static_cast<float>(example::mix(i, seed) >> 8) * (2.0f / 16777216.0f) - 1.0f;
 }
 
 // Every element against the host reference, bit for bit.
 bool verify(const float* z, const float* x, const float* y, std::size_t n, const Saxpy& f, const char* what) {
   for (std::size_t i = 0; i < n; ++i) {
     const float want = f(x[i], y[i]);
-    if (!same_bits(z[i], want)) {
+    if (!example::same_bits(z[i], want)) {
       std::fprintf(stderr, "%s: WRONG at %zu: got %.9g, want %.9g (x = %.9g, y = %.9g)\n", what, i,
                    static_cast<double>(z[i]), static_cast<double>(want), static_cast<double>(x[i]),
                    static_cast<double>(y[i]));
@@ -102,17 +73,8 @@ bool verify(const float* z, const float* x, const float* y, std::size_t n, const
   return true;
 }
 
-// Mean wall time of `runs` calls; each call returns only when its output is
-// on the host, so this is the work, not the enqueueing.
-template <class F>
-double mean_ms(int runs, F&& run_once) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < runs; ++r) run_once();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / runs;
-}
-
 // ---------------------------------------------------------------------------
-// Command line and device check.
+// Command line.
 
 struct Args {
   long long elems = (1ll << 25) + 1234;  // 32 Mi + a ragged last chunk
@@ -129,61 +91,10 @@ const char* const kUsage =
 // Reads "--name N" or "--name=N". Returns -1 to go on, or the exit status
 // to leave with: 0 after --help, 2 after bad input.
 int parse_args(int argc, char** argv, Args& args) {
-  struct Option {
-    const char* name;
-    long long* value;
-    long long min, max;
-  };
-  const Option options[] = {{"--elems", &args.elems, 1, 1ll << 30}, {"--runs", &args.runs, 1, 1000}};
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      std::printf("%s", kUsage);
-      return 0;
-    }
-    const Option* option = nullptr;
-    std::string text;
-    for (const Option& o : options) {
-      const std::string name = o.name;
-      if (arg == name && i + 1 < argc) {
-        option = &o;
-        text = argv[++i];
-        break;
-      }
-      if (arg.rfind(name + "=", 0) == 0) {
-        option = &o;
-        text = arg.substr(name.size() + 1);
-        break;
-      }
-    }
-    if (option == nullptr) {
-      std::fprintf(stderr, "saxpy: unknown or incomplete option '%s'\n%s", arg.c_str(), kUsage);
-      return 2;
-    }
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(text.c_str(), &end, 10);
-    if (text.empty() || *end != '\0' || errno != 0 || v < option->min || v > option->max) {
-      std::fprintf(stderr, "saxpy: %s wants an integer from %lld to %lld, got '%s'\n", option->name, option->min,
-                   option->max, text.c_str());
-      return 2;
-    }
-    *option->value = v;
-  }
-  return -1;
-}
-
-// 0 when there is a CUDA device; otherwise says why and returns 77, which
-// CTest reports as "skipped" rather than passed or failed.
-int require_gpu() {
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this example needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices");
-    return 77;
-  }
-  return 0;
+  return example::CommandLine("saxpy", kUsage)
+      .integer("--elems", args.elems, 1, 1ll << 30)
+      .integer("--runs", args.runs, 1, 1000)
+      .parse(argc, argv);
 }
 
 // ---------------------------------------------------------------------------
@@ -193,10 +104,7 @@ int run(const Args& args) {
   const int runs = static_cast<int>(args.runs);
   const Saxpy saxpy{2.5f};
 
-  int device = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
-  cudaDeviceProp prop{};
-  CHUNKPIPE_CUDA_TRY(cudaGetDeviceProperties(&prop, device));
+  const cudaDeviceProp prop = example::current_gpu();
   std::printf("GPU: %s\n", prop.name);
 
   // The data, as most programs hold it: pageable std::vectors.
@@ -227,23 +135,27 @@ int run(const Args& args) {
   // copy engines. Pinning costs tens to hundreds of milliseconds per GiB, so
   // it pays only for buffers that are reused; that is why chunkpipe pins its
   // small slots once rather than your arrays on every run.
-  PinnedArray<float> px(n), py(n), pz(n);
+  chunkpipe::PinnedArray<float> px(n), py(n), pz(n);
   std::memcpy(px.data(), x.data(), n * sizeof(float));
   std::memcpy(py.data(), y.data(), n * sizeof(float));
   auto direct_run = [&] {
     pipe.run(chunkpipe::inputs(chunkpipe::pinned(px), chunkpipe::pinned(py)), chunkpipe::outputs(chunkpipe::pinned(pz)));
   };
 
-  // Correctness first; each first run is also the warm-up.
-  poison(z.data(), n);
+  // Correctness first; each first run is also the warm-up. The output is
+  // poisoned first (NaN in every float), so an element nobody wrote can
+  // never pass for a result.
+  example::poison(z.data(), n);
   staged_run();
   if (!verify(z.data(), x.data(), y.data(), n, saxpy, "pageable")) return EXIT_FAILURE;
-  poison(pz.data(), n);
+  example::poison(pz.data(), n);
   direct_run();
   if (!verify(pz.data(), px.data(), py.data(), n, saxpy, "pinned")) return EXIT_FAILURE;
 
-  const double staged_ms = mean_ms(runs, staged_run);
-  const double direct_ms = mean_ms(runs, direct_run);
+  // Mean wall time of `runs` calls each; every call returns only when its
+  // output is on the host, so this is the work, not the enqueueing.
+  const double staged_ms = example::mean_ms(runs, staged_run);
+  const double direct_ms = example::mean_ms(runs, direct_run);
 
   // Bytes that cross the link per run: x and y in, z out.
   const double gb = 3.0 * static_cast<double>(n * sizeof(float)) / 1e9;
@@ -260,15 +172,9 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args;
-  if (const int status = parse_args(argc, argv, args); status >= 0) return status;
-  if (const int status = require_gpu(); status != 0) return status;
-  try {
-    return run(args);
-  } catch (const std::exception& e) {
-    // chunkpipe::cuda_error says which call failed and where;
-    // chunkpipe::config_error says which setting or range was wrong.
-    std::fprintf(stderr, "saxpy: %s\n", e.what());
-    return EXIT_FAILURE;
-  }
+  // Reads the command line, checks for a GPU and runs (support.hpp). An
+  // exception is printed and gives EXIT_FAILURE.
+  // chunkpipe::cuda_error says which call failed and where;
+  // chunkpipe::config_error says which setting or range was wrong.
+  return example::run_example("saxpy", argc, argv, parse_args, run);
 }
