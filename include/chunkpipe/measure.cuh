@@ -6,7 +6,6 @@
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/report.hpp>
-#include <chunkpipe/simulate.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
 
 #include <cuda_runtime_api.h>
@@ -125,14 +124,6 @@ double measure_map_ns_per_elem(const F& fn, std::size_t elems = std::size_t{1} <
   const double ms = detail::median_event_ms(repeats, s.get(), {s.get()},
                                             [&] { detail::launch_map(fn, elems, outs, ins, s.get()); });
   return ms * 1e6 / static_cast<double>(elems);
-}
-
-/// A simulator machine from a measured link (see measure_link). Host copy
-/// rate and per-op overhead are left to the caller.
-inline Machine machine_from(const LinkModel& link) {
-  Machine m;
-  m.link = link;
-  return m;
 }
 
 }  // namespace chunkpipe

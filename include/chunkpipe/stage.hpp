@@ -162,12 +162,5 @@ struct is_elementwise : std::false_type {};
 template <class F>
 struct is_elementwise<Map<F>> : std::true_type {};
 
-template <class T>
-struct types_of_tuple;
-template <class... T>
-struct types_of_tuple<std::tuple<T...>> {
-  using type = types<T...>;
-};
-
 }  // namespace detail
 }  // namespace chunkpipe

@@ -51,18 +51,6 @@ class HostQueue {
     finished_.wait(lock, [&] { return done_ >= pushed_; });
   }
 
-  /// Whether the task at `pos` has run. Never blocks for long.
-  bool is_done(std::size_t pos) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_ >= pos;
-  }
-
-  /// Position of the last task pushed.
-  std::size_t pushed() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return pushed_;
-  }
-
  private:
   void loop() {
     for (;;) {
