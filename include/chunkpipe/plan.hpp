@@ -88,7 +88,8 @@ struct Op {
   std::vector<std::size_t> waits;  ///< ids of earlier ops that must finish first
   /// Whether a later op may wait for this one, so an executor must record
   /// its completion (a CUDA event). Every event recorded is a command the
-  /// stream processes; with batched waits most copies-out need none.
+  /// stream processes: ops ordered by their own stream alone (slot_streams,
+  /// serial) need none, and with batched waits most copies-out need none.
   bool signal = true;
 };
 
@@ -151,6 +152,7 @@ class PlanBuilder {
     std::vector<std::size_t> clock;   // vector clock of the op
     std::size_t chunk = 0;
     int step = 0;
+    bool signal = true;               // records an event a later op may wait for
   };
   struct BufferState {
     bool has_writer = false;
@@ -159,6 +161,7 @@ class PlanBuilder {
   };
 
   int queue_of(const Step& step, std::size_t chunk) const;
+  bool needs_event(int step, std::size_t chunk) const;
   void emit(int step, std::size_t chunk, std::vector<Op>& out);
 
   Policy policy_;
@@ -175,7 +178,7 @@ class PlanBuilder {
   std::vector<BufferState> state_;                 // [slot][buffer]
   std::vector<std::vector<Access>> recent_;        // [step][chunk % depth]: the latest op of each step
   std::size_t wait_batch_ = 1;                     // slot-reuse waits cover this many chunks
-  std::vector<bool> feeds_;                        // [step]: a later step of the chunk reads what it writes
+  std::vector<bool> conflicts_;                    // [step * steps + step]: their accesses to a slot conflict
   std::vector<std::vector<std::size_t>> clocks_;   // per queue: its tail's clock
   std::vector<std::size_t> queue_len_;
   std::size_t tick_ = 0;

@@ -178,6 +178,31 @@ TEST_CASE("the planner rejects impossible requests", "[plan][errors]") {
   REQUIRE_THROWS_AS(parse_policy("fastest"), config_error);
 }
 
+TEST_CASE("ops ordered by their own stream record no event", "[plan][hazards]") {
+  // slot_streams and serial keep every op of a slot on one stream, so no
+  // device op is ever waited for by an event.
+  for (Policy policy : {Policy::serial, Policy::slot_streams}) {
+    for (int depth : {1, 2, 3, 4}) {
+      if (policy == Policy::serial && depth != 1) continue;
+      const Plan plan = make_plan(policy, depth, PlanShape{}, 20);
+      INFO(to_string(policy) << " depth " << depth);
+      REQUIRE(check_hazards(plan).ok());
+      for (const Op& op : plan.ops) REQUIRE_FALSE(op.signal);
+    }
+  }
+  // Staged: the host worker waits for the copy-in before refilling its
+  // pinned slot and for the copy-out before reading it; the stage stays silent.
+  PlanShape staged;
+  staged.stage_in = true;
+  staged.stage_out = true;
+  const Plan plan = make_plan(Policy::slot_streams, 2, staged, 20);
+  REQUIRE(check_hazards(plan).ok());
+  for (const Op& op : plan.ops) {
+    INFO(plan.describe(op));
+    REQUIRE(op.signal == (op.kind != OpKind::stage));
+  }
+}
+
 TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe", "[plan][hazards]") {
   for (int depth : {8, 12, 16, 24, 32}) {
     for (const PlanShape& shape : shapes()) {

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 
 namespace chunkpipe {
@@ -163,14 +164,21 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
       }
     }
   }
-  // A step whose output a later step of the same chunk reads is always
-  // waited for (or ordered by its stream); others only across laps.
-  feeds_.assign(steps_.size(), false);
-  for (std::size_t s = 0; s < steps_.size(); ++s) {
-    for (std::size_t later = s + 1; later < steps_.size(); ++later) {
-      for (int w : steps_[s].writes) {
-        for (int r : steps_[later].reads) feeds_[s] = feeds_[s] || r == w;
-      }
+  // Which steps' accesses to a slot's buffers conflict (one writes what the
+  // other reads or writes): only those are ever ordered by a wait.
+  const std::size_t n_steps = steps_.size();
+  conflicts_.assign(n_steps * n_steps, false);
+  auto overlap = [](const std::vector<int>& a, const std::vector<int>& b) {
+    for (int x : a) {
+      if (std::find(b.begin(), b.end(), x) != b.end()) return true;
+    }
+    return false;
+  };
+  for (std::size_t a = 0; a < n_steps; ++a) {
+    for (std::size_t b = 0; b < n_steps; ++b) {
+      const Step& x = steps_[a];
+      const Step& y = steps_[b];
+      conflicts_[a * n_steps + b] = overlap(x.writes, y.reads) || overlap(x.writes, y.writes) || overlap(x.reads, y.writes);
     }
   }
   clocks_.assign(queues_.size(), std::vector<std::size_t>(queues_.size(), 0));
@@ -188,6 +196,33 @@ inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
       return 1 + shape_.stages;  // d2h
     default: return 0;
   }
+}
+
+// Whether a later op may have to wait for op (step, chunk) by its event.
+// Waits only ever order conflicting accesses to one slot's buffers, and those
+// come from two places: later steps of the same chunk, and the steps of the
+// chunk that next uses the slot (chunk + depth). An op needs an event only if
+// one of those runs on another queue; an op whose conflicts all share its
+// stream (slot_streams, serial) is ordered by the stream alone. Host ops are
+// waited for by queue position and always count. Across laps, device waiters
+// on a batched ring wait only for the last chunk of a batch (see emit()).
+inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
+  const auto s = static_cast<std::size_t>(step);
+  const int q = queue_of(steps_[s], chunk);
+  if (queues_[static_cast<std::size_t>(q)].kind == QueueKind::host) return true;
+  const std::size_t n = steps_.size();
+  for (std::size_t later = s + 1; later < n; ++later) {
+    if (conflicts_[s * n + later] && queue_of(steps_[later], chunk) != q) return true;
+  }
+  const std::size_t next = chunk + static_cast<std::size_t>(depth_);
+  const bool last_of_batch = wait_batch_ == 1 || chunk % wait_batch_ == wait_batch_ - 1;
+  for (std::size_t other = 0; other < n; ++other) {
+    if (!conflicts_[s * n + other]) continue;
+    const int waiter = queue_of(steps_[other], next);
+    if (waiter == q) continue;
+    if (queues_[static_cast<std::size_t>(waiter)].kind == QueueKind::host || last_of_batch) return true;
+  }
+  return false;
 }
 
 inline bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out) {
@@ -250,16 +285,17 @@ inline void PlanBuilder::emit(int step_index, std::size_t chunk, std::vector<Op>
       const Access& later = recent_[static_cast<std::size_t>(a->step)][target % static_cast<std::size_t>(depth_)];
       if (target > a->chunk && later.chunk == target && later.queue == a->queue && later.op > a->op) a = &later;
     }
+    if (!a->signal) {
+      throw std::logic_error("chunkpipe: internal error: op #" + std::to_string(op.id) + " must wait for op #" +
+                             std::to_string(a->op) + ", which records no event");
+    }
     op.waits.push_back(a->op);
     for (std::size_t i = 0; i < clock.size(); ++i) clock[i] = std::max(clock[i], a->clock[i]);
   }
   std::sort(op.waits.begin(), op.waits.end());
 
-  // Across laps, waits land only on the last chunk of a batch (see above).
-  // Host ops are waited for by queue position, not by an event: they always count.
-  op.signal = !on_device || feeds_[static_cast<std::size_t>(step_index)] || wait_batch_ == 1 ||
-              chunk % wait_batch_ == wait_batch_ - 1;
-  const Access self{op.id, op.queue, pos, clock, chunk, step_index};
+  op.signal = needs_event(step_index, chunk);
+  const Access self{op.id, op.queue, pos, clock, chunk, step_index, op.signal};
   recent_[static_cast<std::size_t>(step_index)][chunk % static_cast<std::size_t>(depth_)] = self;
   for (int b : step.reads) state_[base + static_cast<std::size_t>(b)].readers.push_back(self);
   for (int b : step.writes) {
