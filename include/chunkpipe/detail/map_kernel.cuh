@@ -35,9 +35,10 @@ __device__ __forceinline__ void store_at(const ::cuda::std::tuple<U*...>& out, s
 }
 
 /// One thread per element, consecutive threads on consecutive elements so
-/// every warp's loads and stores are coalesced; the grid-stride loop only
-/// matters for chunks larger than one grid. Out and In are ::cuda::std::tuple
-/// of pointers (a __global__ template may have only one parameter pack).
+/// every warp's loads and stores are coalesced: the lesson's kernel shape,
+/// with no grid-stride loop (launch_map splits the rare range one grid cannot
+/// cover). Out and In are ::cuda::std::tuple of pointers (a __global__
+/// template may have only one parameter pack).
 #ifdef __NVCC__
 #pragma nv_diagnostic push
 #pragma nv_diag_suppress 1407
@@ -46,8 +47,8 @@ template <class F, class Out, class In>
 CHUNKPIPE_KERNEL void map_kernel(F f, std::size_t n, Out out, In in) {
   constexpr auto outs = ::cuda::std::tuple_size<Out>::value;
   constexpr auto ins = ::cuda::std::tuple_size<In>::value;
-  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
-  for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += stride) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) {
     store_at(out, i, call_at(f, in, i, ::cuda::std::make_index_sequence<ins>{}),
              ::cuda::std::make_index_sequence<outs>{});
   }
@@ -58,18 +59,28 @@ CHUNKPIPE_KERNEL void map_kernel(F f, std::size_t n, Out out, In in) {
 
 inline constexpr unsigned map_block_threads = 256;
 
-/// Launches map_kernel on `stream` over n elements and checks the launch.
-/// Throws cuda_error if the launch fails.
+/// Most blocks of one map launch, far below the 2^31 - 1 limit.
+inline constexpr std::size_t map_max_blocks = std::size_t{1} << 30;
+
+/// The same pointers, `k` elements on.
+template <class... P>
+::cuda::std::tuple<P*...> offset_by(const ::cuda::std::tuple<P*...>& t, std::size_t k) {
+  return ::cuda::std::apply([k](P*... p) { return ::cuda::std::tuple<P*...>(p + k...); }, t);
+}
+
+/// Launches map_kernel on `stream` over n elements and checks the launch: one
+/// launch unless n needs more than map_max_blocks blocks (2^38 elements).
+/// Throws cuda_error if a launch fails.
 template <class F, class... U, class... T>
 void launch_map(const F& f, std::size_t n, ::cuda::std::tuple<U*...> out, ::cuda::std::tuple<const T*...> in,
                 cudaStream_t stream) {
-  if (n == 0) return;
-  // Enough blocks for one element per thread, capped far below the 2^31 - 1
-  // limit; beyond that the grid-stride loop takes over.
-  const std::size_t wanted = (n + map_block_threads - 1) / map_block_threads;
-  const unsigned blocks = static_cast<unsigned>(wanted < (std::size_t{1} << 30) ? wanted : (std::size_t{1} << 30));
-  map_kernel<<<blocks, map_block_threads, 0, stream>>>(f, n, out, in);
-  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  constexpr std::size_t per_launch = map_max_blocks * map_block_threads;
+  for (std::size_t first = 0; first < n; first += per_launch) {
+    const std::size_t m = n - first < per_launch ? n - first : per_launch;
+    const auto blocks = static_cast<unsigned>((m + map_block_threads - 1) / map_block_threads);
+    map_kernel<<<blocks, map_block_threads, 0, stream>>>(f, m, offset_by(out, first), offset_by(in, first));
+    CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  }
 }
 
 }  // namespace chunkpipe::detail
