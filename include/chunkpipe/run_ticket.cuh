@@ -66,6 +66,7 @@ struct RunState {
   std::vector<std::shared_ptr<const void>> keep_alive;  // what host tasks read: endpoints, slot layout
   std::atomic<bool> issuing{false};  // the driver has not finished issuing
   std::vector<Event> tails;  // one per stream the run used, after its last op
+  bool host_work = false;    // the run ends on host threads (staging, a Source or a Sink)
   bool finished = false;  // wait() succeeded
 
   // Host tasks of this run not yet finished. Counted here rather than by
@@ -116,7 +117,21 @@ struct RunState {
   }
   bool ready();
   void build_report();
+  void enqueue_wait(cudaStream_t stream);
 };
+
+inline void RunState::enqueue_wait(cudaStream_t stream) {
+  if (host_work) {
+    throw pipeline_error(
+        "chunkpipe: enqueue_wait: this run ends on host threads (it stages pageable memory or uses a Source or "
+        "Sink), which a stream cannot wait for; call wait()");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (error) std::rethrow_exception(error);
+  }
+  for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, e.get(), 0));
+}
 
 inline void RunState::wait() {
   if (finished) return;
@@ -211,6 +226,19 @@ class RunTicket {
   /// Not to be called from two threads at once.
   void wait() {
     if (state_) state_->wait();
+  }
+
+  /// Makes `stream` wait, on the device, for everything this run does on
+  /// the device, and returns at once: the run's cudaStreamWaitEvent. Use it
+  /// to order your own GPU work, or a timing event, after a run without
+  /// blocking the host. Only for runs whose ranges are all pinned or device
+  /// memory; wait() is still needed to learn of errors a kernel raises.
+  /// Throws pipeline_error for a run that ends on host threads (it stages
+  /// pageable memory, or reads a Source or feeds a Sink): a stream cannot
+  /// wait for those, call wait(). Throws the run's own error if it failed
+  /// while being issued, and cuda_error if CUDA fails.
+  void enqueue_wait(cudaStream_t stream) const {
+    if (state_) state_->enqueue_wait(stream);
   }
 
   /// True once the run has finished (or failed; wait() says which). Never blocks.

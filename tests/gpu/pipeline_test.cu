@@ -198,6 +198,37 @@ TEST_CASE("run_async returns a ticket; runs queue behind each other", "[gpu]") {
   for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == -2.f * x[i]);
 }
 
+TEST_CASE("enqueue_wait orders a stream after a run without blocking", "[gpu]") {
+  const std::size_t n = std::size_t{1} << 21;
+  const auto x = random_floats(n, 21);
+  PinnedArray<float> in(n), out(n);
+  std::memcpy(in.data(), x.data(), n * sizeof(float));
+  poison(out);
+  const Chain chain{256};
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3}, Map<Chain>{chain});
+  Stream user = Stream::create();
+  DeviceBuffer seen(n * sizeof(float));
+  RunTicket t = pipe.run_async(in, out);
+  t.enqueue_wait(user.get());
+  // Queued at once, behind nothing but the wait: without it this copy would
+  // read the poisoned chunks the run has not written yet.
+  CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(seen.data(), out.data(), n * sizeof(float), cudaMemcpyHostToDevice, user.get()));
+  CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(user.get()));
+  t.wait();
+  std::vector<float> got(n);
+  CHUNKPIPE_CUDA_TRY(cudaMemcpy(got.data(), seen.data(), n * sizeof(float), cudaMemcpyDeviceToHost));
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += got[i] == chain(x[i]) ? 0 : 1;
+  REQUIRE(wrong == 0);
+
+  // A staged run ends on host threads: a stream cannot wait for it.
+  std::vector<float> pageable(n);
+  RunTicket staged = pipe.run_async(x, pageable);
+  REQUIRE_THROWS_AS(staged.enqueue_wait(user.get()), pipeline_error);
+  staged.wait();
+  REQUIRE(pageable[n - 1] == chain(x[n - 1]));
+}
+
 TEST_CASE("profiling records every op without changing the result", "[gpu]") {
   const std::size_t n = 1 << 20;
   const auto x = random_floats(n, 6);

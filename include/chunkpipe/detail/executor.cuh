@@ -152,6 +152,7 @@ class CudaRunner {
     bool stage_in = false, stage_out = false;
     for (const auto& e : ends->in) stage_in = stage_in || e.staged;
     for (const auto& e : ends->out) stage_out = stage_out || e.staged;
+    run->host_work = stage_in || stage_out;
 
     const Geometry& g = front_.geometry();
     PlanBuilder builder(g.policy, g.depth, front_.shape(stage_in, stage_out));
