@@ -8,86 +8,51 @@
 // Answer on the H200: two kernel streams win 7 to 14% at 4096 FMAs and small
 // chunks (kernels of two chunks fill each other's last wave) and lose about
 // 1% at 0 to 2048 FMAs; more copy streams never win.
-#include <cuda_runtime.h>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <functional>
-#include <string>
-#include <utility>
-#include <vector>
-#define CK(x) do { cudaError_t err_ = (x); if (err_ != cudaSuccess) { std::printf("%s: %s line %d\n", #x, cudaGetErrorString(err_), __LINE__); std::exit(1);} } while (0)
+#include "probe.hpp"
 
-struct Fma { int iters; __device__ float operator()(float y) const {
-#pragma unroll 16
-  for (int k = 0; k < iters; ++k) y = fmaf(y, 0.999f, 0.0625f); return y; } };
-__global__ void kern(const float* in, float* out, size_t n, Fma f) {
-  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; if (i < n) out[i] = f(in[i]); }
+#include <cstdio>
+#include <vector>
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::printf("no CUDA device found; this probe needs a GPU\n");
-    return 77;
-  }
-  const size_t total = (size_t(1) << 30) / 4;
-  float *h_in, *h_out, *d_in, *d_out;
-  CK(cudaMallocHost(&h_in, total * 4)); CK(cudaMallocHost(&h_out, total * 4));
-  CK(cudaMalloc(&d_in, total * 4)); CK(cudaMalloc(&d_out, total * 4));
-  for (size_t i = 0; i < total; ++i) h_in[i] = float(i % 4093) / 4093.f - 0.5f;
-  std::vector<cudaStream_t> s(16);
-  for (auto& x : s) CK(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking));
-  cudaStream_t ts; CK(cudaStreamCreateWithFlags(&ts, cudaStreamNonBlocking));
-  std::vector<cudaEvent_t> ev(3 * 1024 * 4);
-  for (auto& e : ev) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-  std::vector<cudaEvent_t> tails(16); for (auto& e : tails) CK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  if (const int status = probe::require_gpu()) return status;
+  const probe::Host host;
+  const std::size_t total = probe::Host::total;
+  float* d = nullptr;
+  CK(cudaMalloc(&d, total * sizeof(float)));  // the guide's: the whole array resident
+  std::vector<cudaStream_t> s(12);  // [0,4): h2d lanes, [4,8): kernel lanes, [8,12): d2h lanes
+  for (auto& x : s) x = probe::new_stream();
+  std::vector<cudaEvent_t> ev(2 * 1024);
+  for (auto& e : ev) e = probe::new_event();
+  const auto join = probe::join_streams(s);
+  const float* h_in = host.in;
+  float* h_out = host.out;
 
-  struct V {
-    V(std::string n, std::function<void()> fn) : name(std::move(n)), f(std::move(fn)) {}
-    std::string name;
-    std::function<void()> f;
-    std::vector<double> wall, evt;
+  struct Lanes {
+    std::size_t h, k, d;
   };
-  std::vector<V> vs;
-  auto sync_all = [&] { for (auto& x : s) CK(cudaStreamSynchronize(x)); };
-  struct LL { int h, k, d; };
-  for (size_t mib : {1, 4, 16}) {
-    const size_t chunk = mib * 262144, chunks = total / chunk;
-    for (int iters : {0, 512, 2048, 4096}) for (LL L : {LL{1,1,1}, LL{1,2,1}, LL{1,1,2}, LL{1,2,2}, LL{2,2,2}, LL{1,3,1}, LL{1,3,3}}) {
-      char name[96]; std::snprintf(name, sizeof name, "guide %2zuMiB fma %4d lanes h%d k%d d%d", mib, iters, L.h, L.k, L.d);
-      vs.push_back({name, [=, &s, &ev] {
-        for (size_t k = 0; k < chunks; ++k) {
-          const size_t off = k * chunk;
-          cudaStream_t a = s[k % L.h], b = s[4 + k % L.k], c = s[8 + k % L.d];
-          CK(cudaMemcpyAsync(d_in + off, h_in + off, chunk * 4, cudaMemcpyHostToDevice, a));
-          CK(cudaEventRecord(ev[2 * k], a)); CK(cudaStreamWaitEvent(b, ev[2 * k], 0));
-          kern<<<unsigned((chunk + 255) / 256), 256, 0, b>>>(d_in + off, d_in + off, chunk, Fma{iters});
-          CK(cudaEventRecord(ev[2 * k + 1], b)); CK(cudaStreamWaitEvent(c, ev[2 * k + 1], 0));
-          CK(cudaMemcpyAsync(h_out + off, d_in + off, chunk * 4, cudaMemcpyDeviceToHost, c)); } }});
+  std::vector<probe::Variant> vs;
+  for (std::size_t mib : {1, 4, 16}) {
+    const std::size_t chunk = mib * 262144, chunks = total / chunk;
+    for (int iters : {0, 512, 2048, 4096}) {
+      for (Lanes L : {Lanes{1, 1, 1}, Lanes{1, 2, 1}, Lanes{1, 1, 2}, Lanes{1, 2, 2}, Lanes{2, 2, 2}, Lanes{1, 3, 1},
+                      Lanes{1, 3, 3}}) {
+        char name[96];
+        std::snprintf(name, sizeof name, "guide %2zuMiB fma %4d lanes h%zu k%zu d%zu", mib, iters, L.h, L.k, L.d);
+        vs.push_back({name, [=, &s, &ev] {
+                        for (std::size_t k = 0; k < chunks; ++k) {
+                          const std::size_t off = k * chunk;
+                          cudaStream_t a = s[k % L.h], b = s[4 + k % L.k], c = s[8 + k % L.d];
+                          CK(cudaMemcpyAsync(d + off, h_in + off, chunk * 4, cudaMemcpyHostToDevice, a));
+                          CK(cudaEventRecord(ev[2 * k], a));
+                          CK(cudaStreamWaitEvent(b, ev[2 * k], 0));
+                          probe::kern<<<unsigned(chunk / 256), 256, 0, b>>>(d + off, d + off, chunk, probe::Fma{iters});
+                          CK(cudaEventRecord(ev[2 * k + 1], b));
+                          CK(cudaStreamWaitEvent(c, ev[2 * k + 1], 0));
+                          CK(cudaMemcpyAsync(h_out + off, d + off, chunk * 4, cudaMemcpyDeviceToHost, c));
+                        }
+                      }, join});
+      }
     }
   }
-  for (auto& v : vs) { v.f(); sync_all(); }  // warm-up
-  const int rounds = 7;
-  for (int r = 0; r < rounds; ++r) {
-    for (size_t i = 0; i < vs.size(); ++i) {
-      V& v = vs[(i + r * 7) % vs.size()];
-      CK(cudaDeviceSynchronize());
-      const auto t0 = std::chrono::steady_clock::now();
-      CK(cudaEventRecord(e0, ts));
-      for (auto& x : s) CK(cudaStreamWaitEvent(x, e0, 0));
-      v.f();
-      for (size_t q = 0; q < s.size(); ++q) { CK(cudaEventRecord(tails[q], s[q])); CK(cudaStreamWaitEvent(ts, tails[q], 0)); }
-      CK(cudaEventRecord(e1, ts));
-      CK(cudaEventSynchronize(e1));
-      v.wall.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-      float ms = 0; CK(cudaEventElapsedTime(&ms, e0, e1)); v.evt.push_back(ms);
-    }
-  }
-  auto med = [](std::vector<double> x) { std::sort(x.begin(), x.end()); return x[x.size() / 2]; };
-  for (auto& v : vs) {
-    auto mn = *std::min_element(v.evt.begin(), v.evt.end()), mx = *std::max_element(v.evt.begin(), v.evt.end());
-    std::printf("%-34s event %8.3f ms (min %8.3f max %8.3f)  wall %8.3f\n", v.name.c_str(), med(v.evt), mn, mx, med(v.wall));
-  }
+  probe::run_rounds(vs, 7, 7);
 }
