@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Settings for chunkpipe's own tests, examples and benchmarks. Never
 # included for consumers, so none of this leaks into their builds.
 

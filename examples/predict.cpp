@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // predict: what the lesson's schedules would do, predicted without a GPU.
 //
 // Day 54 of the lesson streams 1 GiB of float through the GPU in 64 MiB

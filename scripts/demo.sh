@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job: the lesson's double-buffering benchmark rebuilt on chunkpipe
 # (examples/double_buffer.cu), with its chunk-size sweep. Works on a fresh
 # Debian 12 machine with nvcc at /usr/local/cuda.

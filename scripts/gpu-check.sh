@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPU machine's check: build, every test, the GPU tests under
 # compute-sanitizer memcheck, every example, and (with --bench) the
 # benchmark. Full logs go to OUTDIR/logs and, packed, to

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Builds everything and runs every test. Works on a fresh Debian 12 machine
 # with nvcc at /usr/local/cuda: installs what it needs (CMake, a C++
 # compiler, Catch2) with apt-get when it is missing.

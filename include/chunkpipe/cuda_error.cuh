@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // chunkpipe::cuda_error and the one macro that checks every CUDA call.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Files and generators as the two ends of a run, built on Source and Sink
 // (io.hpp). Host-only C++17 on POSIX (open, pread, pwrite, rename); no CUDA.
 //

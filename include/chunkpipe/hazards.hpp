@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Hazard check: proves from a plan's own ordering edges that no slot buffer
 // is read before it is written or overwritten while an earlier operation may
 // still use it. Host-only C++, no CUDA.

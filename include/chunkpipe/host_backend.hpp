@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The host backend: executes the same plans as the GPU pipeline, on the CPU.
 // Host-only C++, no CUDA; compiles with any C++17 compiler.
 //

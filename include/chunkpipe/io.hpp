@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Host ranges a run reads and writes, and the checks every run makes on them
 // before it queues anything. Host-only C++, no CUDA.
 //

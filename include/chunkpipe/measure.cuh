@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Measuring the machine: the link's bandwidths and per-copy latency, and a
 // Map stage's time per element, so the floor and the simulator use this
 // machine's numbers rather than a datasheet's.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RAII owners for the CUDA resources a pipeline holds: streams, events,
 // device and pinned buffers, and a guard that makes a device current.
 // Move-only; destructors never throw (a failure to free is ignored, as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Pipeline options, shared by the GPU pipeline and the host backend.
 // Host-only C++, no CUDA.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // chunkpipe: stream host data through the GPU in chunks, so that copies in,
 // kernels and copies out of different chunks overlap.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The plan: a pipeline's schedule as plain data. Host-only C++, no CUDA.
 //
 // A plan lists, in the order they are issued, the operations every chunk

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Reports: what happened in a run (measured with CUDA events) or what the
 // simulator predicts for a plan, in one type, so the same writers draw both.
 // Host-only C++, no CUDA.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // RunTicket: the handle run_async() returns, and the state of one run.
 #pragma once
 

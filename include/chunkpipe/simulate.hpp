@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulator: runs a plan against a model of the machine and predicts its
 // timeline, without a GPU. Host-only C++, no CUDA.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Stages: how user work enters a pipeline. Host-only C++ (no CUDA headers
 // beyond CCCL's ::cuda::std::span and tuple), so the host backend and the
 // planner can use the same types as the GPU executor.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Thrust inside a ChunkFn without hidden synchronisation.
 //
 // thrust::cuda::par_nosync.on(stream) keeps Thrust's kernels on the chunk's

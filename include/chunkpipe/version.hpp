@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // chunkpipe version: the one place it is written. CMake reads it from here.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A kernel that faults poisons the CUDA context for the whole process, so
 // this test has a program of its own (and is left out of the memcheck run,
 // which would rightly report the fault it plants).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GPU tests of ChunkedPipeline: every policy and depth against serial (bit
 // for bit) and against a host reference, with fresh random inputs and
 // poisoned outputs, ragged tails, several inputs and outputs, several

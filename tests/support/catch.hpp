@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Catch2 2.x or 3.x, whichever is installed: the tests use only macros both
 // provide (TEST_CASE, SECTION, REQUIRE, CHECK, REQUIRE_THROWS_AS, ...).
 #pragma once

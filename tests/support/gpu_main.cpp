@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Catch2 main for GPU tests: where no CUDA device can be used it says so
 // and exits with 77, which CTest reports as "Skipped", never as a pass.
 #if __has_include(<catch2/catch_session.hpp>)

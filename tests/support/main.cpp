@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The one Catch2 main, compiled once by the host compiler and linked into
 // every test program.
 #if __has_include(<catch2/catch_session.hpp>)

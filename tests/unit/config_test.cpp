@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bad configuration and bad arguments throw config_error (a
 // std::invalid_argument) that names the problem, before anything runs.
 #include <chunkpipe/host_backend.hpp>

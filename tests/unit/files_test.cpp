@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // File sources and sinks, and generators, on the host backend: files of
 // random floats through a Map into files, ragged and exact and empty;
 // every staging mode; errors at construction (missing, unreadable, wrong

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The hazard check catches broken plans, and every wait the planner adds is
 // one the check would miss.
 #include <chunkpipe/hazards.hpp>

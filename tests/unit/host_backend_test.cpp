@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The host backend moves data end to end exactly as the plans say: offsets,
 // ragged tails, several inputs and outputs, several stages, type changes,
 // staging, and execution orders shuffled within what the plan allows.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Plans: every policy at every depth is well formed and hazard-free, and the
 // planner adds exactly the waits that stream order does not already give.
 #include <chunkpipe/hazards.hpp>

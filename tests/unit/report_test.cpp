@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Report figures (busy time as a union, floor, efficiency, overlap) and the
 // three pictures: the ASCII timeline, the Chrome trace and the SVG.
 #include <chunkpipe/report.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The simulator reproduces the lesson's arithmetic (serial = sum of stages,
 // a deep pipeline = fill + N x slowest + drain, two slots on two streams =
 // about half the serial chain), its published T4 table, and the fluid

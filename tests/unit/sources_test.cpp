@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sources, sinks and staging modes on the host backend: runs whose length
 // a source decides, short final chunks, inputs that end exactly on a chunk
 // boundary or at once, sinks that see every chunk once and in order, and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A team of threads that share one staging copy. Host-only.
 //
 // One thread's memcpy moves far less than a PCIe Gen5 link, so a host

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CUDA executor: turns plan ops into cudaMemcpyAsync, kernel launches,
 // cudaEventRecord and cudaStreamWaitEvent on streams the pipeline owns, and
 // host staging copies on the pipeline's host worker threads.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the GPU pipeline and the host backend share before any execution:
 // options, the resolved geometry, the plan shape and the compile-time type
 // checks of a run. Host-only.

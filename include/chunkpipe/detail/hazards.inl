@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Definitions for hazards.hpp. Included at its bottom; do not include directly.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A host queue: one worker thread running tasks in the order they were
 // pushed, the host-side counterpart of a stream. Host-only.
 #pragma once

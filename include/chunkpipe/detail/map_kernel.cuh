@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The kernel chunkpipe writes for Map stages.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // NVTX ranges in a "chunkpipe" domain, for Nsight Systems. Define
 // CHUNKPIPE_DISABLE_NVTX to compile them out entirely.
 #pragma once

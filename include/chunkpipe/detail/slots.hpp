@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What each operation moves, independent of who executes it. Host-only.
 //
 // The GPU executor and the host backend both turn a plan op into the same

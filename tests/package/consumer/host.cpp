@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A host-only consumer: plans, the hazard check and the host backend, with
 // no GPU and no nvcc.
 #include <chunkpipe/hazards.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CUDA consumer: the umbrella header compiles and links in a user's
 // project. It runs only where there is a GPU.
 #include <chunkpipe/pipeline.cuh>
