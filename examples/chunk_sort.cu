@@ -104,7 +104,7 @@ struct RunningBytes {
     std::uint32_t* flow_out = ctx.out<0>().data();
     std::uint64_t* running = ctx.out<1>().data();
     CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(flow_out, flow, ctx.count * sizeof(std::uint32_t), cudaMemcpyDeviceToDevice,
-                                       ctx.stream));
+                                       ctx.stream.get()));
     thrust::inclusive_scan(chunkpipe::thrust_policy(ctx.stream), bytes, bytes + ctx.count, running, std::uint64_t{0},
                            ::cuda::std::plus<std::uint64_t>{});
   }

@@ -1,322 +1,325 @@
 // SPDX-License-Identifier: MIT
-// The host backend: executes the same plans as the GPU pipeline, on the CPU.
-// Host-only C++, no CUDA; compiles with any C++17 compiler.
+// The host backend: runs a pipeline's schedule on the CPU. Host-only C++
+// (CCCL's span and tuple, no CUDA runtime calls); compiles with any C++17
+// compiler given the CUDA toolkit's headers.
 //
-// Copies are memcpy, Map functors (marked CHUNKPIPE_HOST_DEVICE) run on the
-// host element by element, ChunkFn functors get host spans and a null
-// stream. Slot buffers are poisoned when allocated, so an op that reads a
-// buffer nothing wrote produces garbage rather than a lucky zero.
-//
-// Ops run in an order chosen by a seeded random walk over the plan's
-// happens-before graph: any op whose queue predecessor and waits are done
-// may go next. A plan missing an edge therefore gives wrong output for some
-// seed, which is how CI tests data movement, ragged tails and staging end to
-// end, and how a broken plan shows up in results as well as in the hazard
-// check.
+// A HostPipeline takes the same options, stages and ranges as
+// ChunkedPipeline and follows the same lifetime schedule, built by the same
+// driver (detail/driver.hpp); only the executor differs
+// (detail/host_executor.hpp): copies are memcpy, Map functors marked
+// CHUNKPIPE_HOST_DEVICE run on the host, and ops run in a seeded random
+// order that the schedule allows, across every run in flight. That is how CI
+// tests data movement, staging, sources, sinks and back-to-back runs end to
+// end without a GPU, and how a broken schedule shows up in the data.
 #pragma once
 
-#include <chunkpipe/detail/front.hpp>
-#include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/errors.hpp>
 #include <chunkpipe/hazards.hpp>
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/options.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/host_executor.hpp>
+#include <chunkpipe/detail/run_setup.hpp>
+#include <chunkpipe/detail/slots.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
-#include <random>
+#include <mutex>
+#include <optional>
+#include <utility>
 #include <vector>
 
 namespace chunkpipe {
 
-/// A pipeline that runs on the CPU. Same options, stages and run() as
-/// ChunkedPipeline; run() blocks and throws config_error for bad input.
+namespace detail {
+/// What a HostTicket needs of its pipeline, whatever its stages.
+struct HostEngineBase {
+  virtual ~HostEngineBase() = default;
+  /// Runs the pipeline's ops until `run` has none left.
+  virtual void finish(HostRun& run) = 0;
+  std::mutex mutex;
+};
+}  // namespace detail
+
+/// How a host-backend run went: its elements and the chunks that held them.
+struct RunSummary {
+  std::size_t elems = 0;
+  std::size_t chunks = 0;
+};
+
+/// A run in flight on a HostPipeline (run_async). Copyable; every copy
+/// refers to the same run.
+class HostTicket {
+ public:
+  HostTicket() = default;
+
+  /// Runs the pipeline's ops (those of other runs too, in the seeded order)
+  /// until this run is complete, then finishes its Sink. Blocks. Throws the
+  /// run's first error, every time it is called after a failure. Safe to
+  /// call from any thread, and from several.
+  void wait() {
+    if (!run_) return;
+    if (auto engine = engine_.lock()) {
+      std::lock_guard<std::mutex> lock(engine->mutex);
+      engine->finish(*run_);
+    }
+    run_->completion.conclude();
+  }
+
+  /// True once every op of the run has run. Never blocks.
+  bool ready() const {
+    if (!run_) return true;
+    if (auto engine = engine_.lock()) {
+      std::lock_guard<std::mutex> lock(engine->mutex);
+      return run_->ready();
+    }
+    return true;
+  }
+
+  /// The run's elements and chunks, once it is ready.
+  RunSummary summary() const { return run_ ? RunSummary{run_->elems, run_->chunks} : RunSummary{}; }
+
+ private:
+  template <class...>
+  friend class HostPipeline;
+  friend struct HostAfter;
+  HostTicket(std::shared_ptr<detail::HostRun> run, std::weak_ptr<detail::HostEngineBase> engine)
+      : run_(std::move(run)), engine_(std::move(engine)) {}
+  std::shared_ptr<detail::HostRun> run_;
+  std::weak_ptr<detail::HostEngineBase> engine_;
+};
+
+/// Runs a HostPipeline run after earlier runs of the same pipeline have
+/// completed (the host-backend form of chunkpipe::after(ticket)).
+struct HostAfter {
+  std::vector<HostTicket> tickets;
+};
+
+/// `after(t1, t2, ...)` for a HostPipeline's run_async().
+template <class... T>
+HostAfter after(const HostTicket& first, const T&... rest) {
+  return HostAfter{{first, rest...}};
+}
+
+/// A pipeline that runs on the CPU. Same options, stages and ranges as
+/// ChunkedPipeline. Safe to use from several threads (one run is issued at
+/// a time; waiting runs the ops on the waiting thread).
 template <class... Stages>
-class HostPipeline : public detail::PipelineFront<Stages...> {
+class HostPipeline {
   using Front = detail::PipelineFront<Stages...>;
 
  public:
   /// Default-constructed stages. Throws config_error for bad options.
-  explicit HostPipeline(Options options = {}) : Front(options, Stages{}...) {}
+  explicit HostPipeline(Options options = {}) : engine_(std::make_shared<Engine>(options, Stages{}...)) {}
   /// Throws config_error for bad options.
-  HostPipeline(Options options, Stages... stages) : Front(options, std::move(stages)...) {}
+  HostPipeline(Options options, Stages... stages) : engine_(std::make_shared<Engine>(options, std::move(stages)...)) {}
 
-  /// Seed of the execution order; 0 runs ops in issue order.
-  void set_seed(std::uint64_t seed) noexcept { seed_ = seed; }
-
-  /// Runs `in` through the stages into `out`. `in` is ranges (or
-  /// inputs(...)) or a Source, `out` ranges (or outputs(...)) or a Sink.
-  /// Ranges marked pinned are copied directly; with Staging::threads (and
-  /// automatic) all others pass through pinned slots by host_in/host_out
-  /// ops, as pageable memory does on the GPU; registered and direct copy
-  /// them directly. Blocks; throws config_error for bad ranges before doing
-  /// anything, and whatever a stage, source or sink throws.
-  template <class In, class Out>
-  void run(In&& in, Out&& out) {
-    auto ins = detail::as_inputs(std::forward<In>(in));
-    auto outs = detail::as_outputs(std::forward<Out>(out));
-    const std::size_t n = detail::validate_run(ins, outs);
-    const bool stage_pageable = this->options_.staging == Staging::automatic ||
-                                this->options_.staging == Staging::threads;
-    auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    using in_types = typename detail::side_types<decltype(ins)>::type;
-    using out_types = typename detail::side_types<decltype(outs)>::type;
-    detail::Endpoints ends = detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    bool stage_in = false, stage_out = false;
-    for (const auto& e : ends.in) stage_in = stage_in || e.staged;
-    for (const auto& e : ends.out) stage_out = stage_out || e.staged;
-    const Geometry& g = this->geometry_;
-    PlanBuilder builder(g.policy, g.depth, this->shape(stage_in, stage_out));
-    execute(builder, in_types{}, out_types{}, ends, n);
+  HostPipeline(HostPipeline&&) noexcept = default;
+  HostPipeline& operator=(HostPipeline&&) noexcept = default;
+  /// Runs every op still pending. Never throws.
+  ~HostPipeline() {
+    if (!engine_) return;
+    try {
+      std::lock_guard<std::mutex> lock(engine_->mutex);
+      engine_->exec.drain();
+    } catch (...) {
+    }
   }
 
-  /// Runs a given plan, which may be hand-built or broken on purpose, over
-  /// ranges of known length; the plan's staging must match the ranges
-  /// (pinned ranges are direct). For tests of the planner and the hazard
-  /// check. Blocks.
+  const Options& options() const noexcept { return engine_->front.options(); }
+  /// The policy, slot count and scheduling unit runs use.
+  const Geometry& geometry() const noexcept { return engine_->front.geometry(); }
+  /// The planner's view of one run, given which ends it stages.
+  PlanShape shape(bool stage_in, bool stage_out) const { return engine_->front.shape(stage_in, stage_out); }
+  /// The plan a run of `elems` elements would follow on its own.
+  Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
+    return engine_->front.plan_for(elems, stage_in, stage_out);
+  }
+
+  /// Seed of the execution order; 0 runs ops in issue order.
+  void set_seed(std::uint64_t seed) {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    engine_->exec.set_seed(seed);
+  }
+
+  /// Runs `in` through the stages into `out` and returns when it is done.
+  /// `in` is ranges (or inputs(...)) or a Source, `out` ranges (or
+  /// outputs(...)) or a Sink. Ranges marked pinned are copied directly; with
+  /// Staging::threads (and automatic) all others pass through pinned slots
+  /// by host_in/host_out ops, as pageable memory does on the GPU;
+  /// registered and direct copy them directly. Blocks; throws config_error
+  /// for bad ranges before doing anything, and whatever a stage, source or
+  /// sink throws.
+  template <class In, class Out>
+  void run(In&& in, Out&& out) {
+    run_async(std::forward<In>(in), std::forward<Out>(out)).wait();
+  }
+
+  /// Issues the run and returns its ticket; its ops run, in the seeded
+  /// order and mixed with other runs', when a ticket is waited for (or, for
+  /// a Source, as far as learning its length needs). The ranges must stay
+  /// alive until the ticket is waited for. Runs in flight must not race:
+  /// a run whose ranges overlap those of a run in flight, where either
+  /// writes, throws config_error unless it is ordered after that run with
+  /// `after(ticket)`. Throws config_error for bad ranges before issuing.
+  template <class In, class Out>
+  [[nodiscard]] HostTicket run_async(In&& in, Out&& out, const HostAfter& order = {}) {
+    auto ins = detail::as_inputs(std::forward<In>(in));
+    auto outs = detail::as_outputs(std::forward<Out>(out));
+    using in_types = typename detail::side_types<decltype(ins)>::type;
+    using out_types = typename detail::side_types<decltype(outs)>::type;
+    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
+    const std::size_t n = detail::validate_run(ins, outs);
+    const Staging mode = options().staging;
+    const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
+    auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
+    auto ends = std::make_shared<const detail::Endpoints>(
+        detail::make_endpoints(std::move(ins), std::move(outs), staged));
+    detail::RunRanges ranges(*ends);
+    detail::check_run_ranges(ranges);
+
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    Engine& e = *engine_;
+    std::vector<const detail::HostRun*> exempt;
+    for (const HostTicket& t : order.tickets) exempt.push_back(t.run_.get());
+    e.in_flight.check(ranges, exempt);
+
+    auto run = std::make_shared<detail::HostRun>();
+    run->ends = ends;
+    run->completion.set_hooks(ends->finish, ends->abort);
+    HostTicket ticket(run, engine_);
+    if (n == 0) {  // nothing to move; wait() still finishes a Sink
+      run->issued = true;
+      e.last_ticket = ticket;
+      return ticket;
+    }
+    // Ordered after earlier runs: run theirs first. On a CPU that orders
+    // nothing the schedule does not, and costs no parallelism worth having.
+    for (const HostTicket& t : order.tickets) {
+      if (t.run_) e.exec.finish(*t.run_);
+    }
+    const detail::Flow& flow = detail::flow_of<in_types, Stages...>();
+    e.prepare(flow);
+    detail::HostRunRef ref{run};
+    const RunSpec spec = detail::spec_for(*ends, n, geometry().chunk_elems);
+    e.issue<in_types>(ref, spec, n);
+    if (n != detail::unknown_length) {
+      run->elems = n;
+      run->chunks = e.front.chunks_for(n);
+    }
+    e.in_flight.add(run, std::move(ranges));
+    e.last_ticket = ticket;
+    return ticket;
+  }
+
+  /// Runs a given single-run plan, which may be hand-built or broken on
+  /// purpose, over ranges of known length, in the seeded order; the plan's
+  /// staging must match the ranges (pinned ranges are direct). For tests of
+  /// the planner and the hazard check. Blocks; independent of the
+  /// pipeline's own schedule.
   template <class In, class Out>
   void run_plan(const Plan& plan, In&& in, Out&& out) {
     auto ins = detail::as_inputs(std::forward<In>(in));
     auto outs = detail::as_outputs(std::forward<Out>(out));
-    const std::size_t n = detail::validate_run(ins, outs);
-    auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
     using in_types = typename detail::side_types<decltype(ins)>::type;
     using out_types = typename detail::side_types<decltype(outs)>::type;
-    detail::Endpoints ends = detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    std::vector<Op> ops = plan.ops;
-    execute_ops(plan.steps, plan.buffers.size(), plan.queues.size(), plan.depth,
-                [&](std::size_t, std::vector<Op>& out_ops) {
-                  if (ops.empty()) return false;
-                  out_ops.insert(out_ops.end(), ops.begin(), ops.end());
-                  ops.clear();
-                  return true;
-                },
-                in_types{}, out_types{}, ends, n);
-    last_plan_ = plan;
+    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
+    const std::size_t n = detail::validate_run(ins, outs);
+    auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
+    auto ends = std::make_shared<const detail::Endpoints>(
+        detail::make_endpoints(std::move(ins), std::move(outs), staged));
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    Engine& e = *engine_;
+    const std::size_t chunk = geometry().chunk_elems;
+    const detail::SlotLayout layout = detail::make_slot_layout(
+        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth);
+    detail::HostExecutor<Stages...> exec(e.front.stages(), e.seed);
+    exec.reset(plan.steps, plan.queues.size(), layout);
+    auto run = std::make_shared<detail::HostRun>();
+    run->ends = ends;
+    run->completion.set_hooks(ends->finish, ends->abort);
+    detail::HostRunRef ref{run};
+    for (const Op& op : plan.ops) {
+      detail::OpWork w;
+      w.offset = op.chunk * chunk;
+      w.count = w.offset < n ? std::min(chunk, n - w.offset) : 0;
+      exec.template issue<in_types>(op, w, ref);
+    }
+    run->issued = true;
+    exec.finish(*run);
+    run->completion.conclude();
   }
 
-  /// The plan of the last run, as far as it was issued.
-  const Plan& last_plan() const noexcept { return last_plan_; }
+  /// The last run's elements and chunks (after a Source, what it produced),
+  /// once waited for.
+  RunSummary last_run() const {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    return engine_->last_ticket.summary();
+  }
+
+  /// Every op this pipeline's schedule has issued, over every run, as a
+  /// plan: what check_hazards() proves safe. Starts afresh when a run's
+  /// element types change the slot layout.
+  Plan issued_plan() const {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    const Engine& e = *engine_;
+    Plan plan;
+    if (!e.driver) return plan;
+    const PlanBuilder& b = e.driver->builder();
+    plan.policy = b.policy();
+    plan.depth = b.depth();
+    plan.shape = b.shape();
+    plan.queues = b.queues();
+    plan.steps = b.steps();
+    plan.buffers = b.buffers();
+    plan.ops = e.exec.issued_ops();
+    plan.runs = e.runs;
+    for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
+    return plan;
+  }
 
  private:
+  struct Engine : detail::HostEngineBase {
+    template <class... S>
+    explicit Engine(Options options, S&&... stages)
+        : front(options, std::forward<S>(stages)...), exec(front.stages(), 1) {}
 
-  template <class InT, class OutT>
-  void execute(PlanBuilder& builder, InT, OutT, detail::Endpoints& ends, std::size_t n) {
-    last_plan_ = Plan{};
-    last_plan_.policy = builder.policy();
-    last_plan_.depth = builder.depth();
-    last_plan_.shape = builder.shape();
-    last_plan_.queues = builder.queues();
-    last_plan_.steps = builder.steps();
-    last_plan_.buffers = builder.buffers();
-    if (n == 0) {
-      conclude(ends);  // nothing to move; a Sink still finishes
-      return;
+    void finish(detail::HostRun& run) override { exec.finish(run); }
+
+    // The schedule and slots for runs of this flow; a new flow (other
+    // element types) lays the slots out anew, after everything issued ran.
+    void prepare(const detail::Flow& f) {
+      if (driver && flow && *flow == f) return;
+      exec.drain();
+      const Geometry& g = front.geometry();
+      driver.emplace(g.policy, g.depth, front.lifetime_shape(), g.chunk_elems);
+      const PlanBuilder& b = driver->builder();
+      exec.reset(b.steps(), b.queues().size(),
+                 detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth));
+      flow = &f;
+      runs.clear();
     }
-    execute_ops(builder.steps(), builder.buffers().size(), builder.queues().size(), builder.depth(),
-                [&](std::size_t limit_now, std::vector<Op>& out_ops) { return builder.next_tick(limit_now, out_ops); },
-                InT{}, OutT{}, ends, n);
-  }
 
-  // Executes ops as `emit(limit, ops)` hands them out, in a seeded random
-  // order that respects queue order and waits. Emission is interleaved with
-  // execution, as on the GPU, so a Source can end the run while later
-  // chunks' ops are already issued: those become no-ops.
-  template <class Emit, class... T, class... U>
-  void execute_ops(const std::vector<Step>& steps, std::size_t buffers, std::size_t queues, int depth, Emit&& emit,
-                   types<T...>, types<U...>, detail::Endpoints& ends, std::size_t n) {
-    using in_types = types<T...>;
-    static_assert(detail::run_types<in_types, types<U...>, Stages...>::ok);
-    const std::size_t chunk = this->geometry_.chunk_elems;
-    detail::Flow flow = detail::make_flow(in_types{}, types<Stages...>{});
-    for (const auto& e : ends.in) flow.in_staged.push_back(e.staged);
-    for (const auto& e : ends.out) flow.out_staged.push_back(e.staged);
-    const detail::SlotLayout layout = detail::make_slot_layout(steps, buffers, flow, chunk, depth);
-    std::vector<std::byte> device = poisoned(layout.device_bytes());
-    std::vector<std::byte> pinned = poisoned(layout.pinned_bytes());
-    const detail::SlotMemory mem{&layout, device.data(), pinned.data()};
-
-    // Elements of each chunk; with a Source, learned as it produces.
-    const bool open_ended = n == unknown_length;
-    std::size_t known_chunks = open_ended ? unknown_length : this->chunks_for(n);
-    std::vector<std::size_t> produced;  // per chunk, for open-ended runs
-    bool ended = false;
-    auto elems_of = [&](std::size_t c) -> std::size_t {
-      if (c >= known_chunks) return 0;
-      if (open_ended) return c < produced.size() ? produced[c] : 0;
-      const std::size_t offset = c * chunk;
-      return offset < n ? std::min(chunk, n - offset) : 0;
-    };
-
-    std::vector<Op> ops;
-    std::vector<std::vector<std::size_t>> next;
-    std::vector<std::size_t> pending;
-    std::vector<char> finished;  // ops already executed no longer hold anything back
-    std::vector<std::size_t> tail(queues, static_cast<std::size_t>(-1));
-    std::vector<std::size_t> ready;
-    bool exhausted = false;
-    auto emit_more = [&] {
-      const std::size_t before = ops.size();
-      if (!emit(known_chunks, ops)) {
-        exhausted = true;
-        return;
-      }
-      next.resize(ops.size());
-      pending.resize(ops.size(), 0);
-      finished.resize(ops.size(), 0);
-      auto after = [&](std::size_t before_op, std::size_t i) {
-        if (finished[before_op]) return;
-        next[before_op].push_back(i);
-        ++pending[i];
-      };
-      for (std::size_t i = before; i < ops.size(); ++i) {
-        const Op& op = ops[i];
-        std::size_t& t = tail[static_cast<std::size_t>(op.queue)];
-        if (t != static_cast<std::size_t>(-1)) after(t, i);
-        t = i;
-        for (std::size_t w : op.waits) after(w, i);
-        if (pending[i] == 0) ready.push_back(i);
-      }
-    };
-
-    std::mt19937_64 rng(seed_);
-    std::vector<detail::Copy> scratch;
-    std::size_t done = 0;
-    auto memcpy_all = [](const std::vector<detail::Copy>& copies) {
-      for (const detail::Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
-    };
-    try {
-      for (;;) {
-        // Issue ahead of execution now and then, and always when nothing is ready.
-        if (!exhausted && (ready.empty() || (seed_ != 0 && rng() % 3 == 0))) {
-          emit_more();
-          continue;
-        }
-        if (ready.empty()) break;
-        std::size_t pick = 0;
-        if (seed_ != 0) {
-          pick = static_cast<std::size_t>(rng() % ready.size());
-        } else {
-          for (std::size_t i = 1; i < ready.size(); ++i) {
-            if (ready[i] < ready[pick]) pick = i;
-          }
-        }
-        const std::size_t id = ready[pick];
-        ready[pick] = ready.back();
-        ready.pop_back();
-
-        const Op& op = ops[id];
-        const Step& step = steps[static_cast<std::size_t>(op.step)];
-        const std::size_t offset = op.chunk * chunk;
-        if (op.kind == OpKind::host_in && open_ended) {
-          // A Source decides this chunk's size; once it ends, no more calls.
-          std::size_t count = 0;
-          if (!ended) {
-            count = detail::run_host_op(op, step, mem, ends, offset, chunk, scratch, memcpy_all);
-            if (count < chunk) {
-              ended = true;
-              known_chunks = op.chunk + (count > 0 ? 1 : 0);
-            }
-          }
-          if (produced.size() <= op.chunk) produced.resize(op.chunk + 1, 0);
-          produced[op.chunk] = count;
-        } else {
-          const std::size_t elems = elems_of(op.chunk);
-          if (op.kind == OpKind::stage) {
-            if (elems != 0) run_stage(op, step, mem, offset, elems, in_types{});
-          } else if (op.kind == OpKind::host_in || op.kind == OpKind::host_out) {
-            detail::run_host_op(op, step, mem, ends, offset, elems, scratch, memcpy_all);
-          } else {
-            detail::copies_of(op, step, mem, ends, offset, elems, scratch);
-            memcpy_all(scratch);
-          }
-        }
-        ++done;
-        finished[id] = 1;
-        for (std::size_t s : next[id]) {
-          if (--pending[s] == 0) ready.push_back(s);
-        }
-      }
-      if (done != ops.size()) {
-        throw pipeline_error("chunkpipe: host backend: the plan's dependencies form a cycle; " +
-                             std::to_string(ops.size() - done) + " ops never became ready");
-      }
-    } catch (...) {
-      abort_quietly(ends);
-      throw;
+    template <class In>
+    void issue(detail::HostRunRef& ref, const RunSpec& spec, std::size_t n) {
+      runs.push_back(driver->template issue_run<In>(exec, ref, spec, n));
     }
-    conclude(ends);
-    last_plan_.chunks = open_ended ? known_chunks : this->chunks_for(n);
-    last_plan_.ops = std::move(ops);
-  }
 
-  template <class In>
-  void run_stage(const Op& op, const Step& step, const detail::SlotMemory& mem, std::size_t offset,
-                 std::size_t elems, In) {
-    using ios = typename detail::chain<In, Stages...>::ios;
-    detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
-      using io = std::tuple_element_t<I, ios>;
-      auto& stage = std::get<I>(this->stages_);
-      auto ins = detail::typed_arrays(mem, step.reads[0], op.slot, elems, typename io::in{});
-      auto outs = detail::typed_arrays(mem, step.writes[0], op.slot, elems, typename io::out{});
-      call_stage(stage, ins, outs, op.chunk, offset, elems);
-    });
-  }
+    Front front;
+    detail::HostExecutor<Stages...> exec;
+    std::optional<detail::Driver<detail::HostExecutor<Stages...>>> driver;
+    const detail::Flow* flow = nullptr;
+    std::vector<PlanRun> runs;
+    detail::InFlightRanges<detail::HostRun> in_flight;
+    HostTicket last_ticket;
+    std::uint64_t seed = 1;
+  };
 
-  template <class F, class... I, class... O>
-  static void call_stage(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
-                         const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t,
-                         std::size_t elems) {
-    for (std::size_t i = 0; i < elems; ++i) {
-      auto r = std::apply([&](const auto&... s) { return stage.fn(s[i]...); }, ins);
-      if constexpr (sizeof...(O) == 1) {
-        std::get<0>(outs)[i] = r;
-      } else {
-        assign_all(outs, r, i, std::index_sequence_for<O...>{});
-      }
-    }
-  }
-
-  template <class Outs, class R, std::size_t... K>
-  static void assign_all(const Outs& outs, const R& r, std::size_t i, std::index_sequence<K...>) {
-    ((std::get<K>(outs)[i] = ::cuda::std::get<K>(r)), ...);
-  }
-
-  template <class F, class... X, class... I, class... O>
-  static void call_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
-                         const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
-                         std::size_t elems) {
-    ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, elems, nullptr, Backend::host};
-    stage.fn(ctx);
-  }
-
-  // A Sink's finish() after a run that succeeded; abort() if finish() throws.
-  static void conclude(detail::Endpoints& ends) {
-    if (!ends.finish) return;
-    try {
-      ends.finish();
-    } catch (...) {
-      abort_quietly(ends);
-      throw;
-    }
-  }
-  // A Sink's abort() after a failed run; what it throws would hide the
-  // run's own error, so it is dropped.
-  static void abort_quietly(detail::Endpoints& ends) noexcept {
-    if (!ends.abort) return;
-    try {
-      ends.abort();
-    } catch (...) {
-    }
-  }
-
-  static std::vector<std::byte> poisoned(std::size_t bytes) {
-    // 0xFF bytes are NaN as float and double and -1 as integers: nothing a
-    // correct run could produce by accident from the test data.
-    return std::vector<std::byte>(bytes, std::byte{0xFF});
-  }
-
-  std::uint64_t seed_ = 1;
-  Plan last_plan_;
+  std::shared_ptr<Engine> engine_;
 };
 
 /// Builds a HostPipeline, deducing its stage types.

@@ -74,13 +74,13 @@ HostSpan<T> host_span(T* data, std::size_t size, Memory memory = Memory::automat
 /// directly, no staging. Wrong if it is not: the copy then runs synchronously.
 template <class R>
 auto pinned(R&& range) {
-  return host_span(std::forward<R>(range), Memory::pinned);
+  return ::chunkpipe::host_span(std::forward<R>(range), Memory::pinned);
 }
 
 /// Marks a range as pageable: always staged through pinned slots.
 template <class R>
 auto pageable(R&& range) {
-  return host_span(std::forward<R>(range), Memory::pageable);
+  return ::chunkpipe::host_span(std::forward<R>(range), Memory::pageable);
 }
 
 /// The input ranges of a run, all of the same length.
@@ -123,18 +123,18 @@ struct span_value<HostSpan<T>> {
 /// Groups input ranges: inputs(x, y) for a stage taking two elements.
 template <class... R>
 auto inputs(R&&... ranges) {
-  return Inputs<typename detail::span_value<decltype(host_span(std::forward<R>(ranges)))>::type...>{
-      {detail::as_const(host_span(std::forward<R>(ranges)))...}};
+  return Inputs<typename detail::span_value<decltype(::chunkpipe::host_span(std::forward<R>(ranges)))>::type...>{
+      {detail::as_const(::chunkpipe::host_span(std::forward<R>(ranges)))...}};
 }
 
 /// Groups output ranges: outputs(z), or outputs(a, b) for a stage returning
 /// a ::cuda::std::tuple of two.
 template <class... R>
 auto outputs(R&&... ranges) {
-  static_assert((!std::is_const_v<std::remove_pointer_t<decltype(host_span(ranges).data)>> && ...),
+  static_assert((!std::is_const_v<std::remove_pointer_t<decltype(::chunkpipe::host_span(ranges).data)>> && ...),
                 "chunkpipe: an output range must be writable");
-  return Outputs<typename detail::span_value<decltype(host_span(std::forward<R>(ranges)))>::type...>{
-      {host_span(std::forward<R>(ranges))...}};
+  return Outputs<typename detail::span_value<decltype(::chunkpipe::host_span(std::forward<R>(ranges)))>::type...>{
+      {::chunkpipe::host_span(std::forward<R>(ranges))...}};
 }
 
 /// The element count of a run whose length is not known up front: its
@@ -200,7 +200,7 @@ auto as_inputs(R&& r) {
   if constexpr (is_inputs<std::decay_t<R>>::value || is_source<std::decay_t<R>>::value) {
     return std::decay_t<R>(std::forward<R>(r));
   } else {
-    return inputs(std::forward<R>(r));
+    return ::chunkpipe::inputs(std::forward<R>(r));
   }
 }
 template <class R>
@@ -208,7 +208,7 @@ auto as_outputs(R&& r) {
   if constexpr (is_outputs<std::decay_t<R>>::value || is_sink<std::decay_t<R>>::value) {
     return std::decay_t<R>(std::forward<R>(r));
   } else {
-    return outputs(std::forward<R>(r));
+    return ::chunkpipe::outputs(std::forward<R>(r));
   }
 }
 
@@ -253,7 +253,7 @@ std::size_t input_length(const Inputs<T...>& in) {
     }
     ++index;
   };
-  std::apply([&](const auto&... s) { (check(s), ...); }, in.spans);
+  std::apply([&](const auto&... s) { (check(s), ...); }, in.spans);  // check: a local lambda
   if (!problem.empty()) throw config_error("chunkpipe: " + problem);
   return n;
 }
@@ -295,8 +295,8 @@ void check_outputs(const Sink<U, F>&, std::size_t) {}
 /// check_outputs do.
 template <class In, class Out>
 std::size_t validate_run(const In& in, const Out& out) {
-  const std::size_t n = input_length(in);
-  check_outputs(out, n);
+  const std::size_t n = ::chunkpipe::detail::input_length(in);
+  ::chunkpipe::detail::check_outputs(out, n);
   return n;
 }
 

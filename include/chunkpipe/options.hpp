@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 
 namespace chunkpipe {
 
@@ -69,16 +70,28 @@ struct Options {
   /// How pageable ranges cross (see Staging).
   Staging staging = Staging::automatic;
   /// Threads that share each staging copy (per direction); 0 picks
-  /// default_host_threads. One thread's memcpy is far slower than a PCIe
+  /// default_host_threads(). One thread's memcpy is far slower than a PCIe
   /// Gen5 link, so staging at link speed takes several.
   int host_threads = 0;
+  /// Keep every op as the executor issued it (its real waits and events),
+  /// for check_hazards(pipe.issued_plan()). For tests: the record grows
+  /// with every op of every run.
+  bool record_issued = false;
 };
 
-/// Staging threads per direction when Options::host_threads is 0. On the
-/// H200 machine (16 cores) 8 staged 1 GiB each way 3.7x faster than a
-/// plain pageable cudaMemcpyAsync; 4 gave 3.2x, 12 no more than 8
-/// (benchmarks/RESULTS.md).
-inline constexpr int default_host_threads = 8;
+/// Staging threads per direction that a machine with enough cores gets by
+/// default. On the H200 machine (16 cores) 8 staged 1 GiB each way 3.7x
+/// faster than a plain pageable cudaMemcpyAsync; 4 gave 3.2x, 12 no more
+/// than 8 (benchmarks/RESULTS.md).
+inline constexpr int preferred_host_threads = 8;
+
+/// Staging threads per direction when Options::host_threads is 0:
+/// preferred_host_threads, but no more than the machine's hardware threads
+/// (more threads than cores only take turns).
+inline int default_host_threads() noexcept {
+  const unsigned hw = std::thread::hardware_concurrency();
+  return hw == 0 ? preferred_host_threads : std::min(preferred_host_threads, static_cast<int>(hw));
+}
 
 /// The geometry runs actually use: the resolved policy, the unit chunks are
 /// scheduled in (the window, or a grain of it) and how many slots of that

@@ -14,9 +14,12 @@
 //
 // This umbrella header brings in everything: the plan (plan.hpp), the hazard
 // check (hazards.hpp), stages (stage.hpp), ranges (io.hpp), options
-// (options.hpp), reports (report.hpp), the CUDA resources (memory.cuh) and
-// the executor (detail/executor.cuh). The host backend (host_backend.hpp)
-// needs no CUDA and is included separately.
+// (options.hpp), reports (report.hpp), the simulator (simulate.hpp), the CUDA
+// resources (memory.cuh), run tickets and after() (run_ticket.cuh), and the
+// machinery behind ChunkedPipeline in detail/: the driver (driver.hpp), the
+// CUDA stream executor (stream_executor.cuh) and the glue between them
+// (cuda_runner.cuh). The host backend (host_backend.hpp) needs no CUDA and is
+// included separately.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -32,7 +35,7 @@
 #include <chunkpipe/simulate.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/version.hpp>
-#include <chunkpipe/detail/executor.cuh>
+#include <chunkpipe/detail/cuda_runner.cuh>
 
 #include <memory>
 #include <utility>
@@ -44,9 +47,13 @@ namespace chunkpipe {
 /// worker threads, all allocated once and reused by every run.
 ///
 /// Each chunk goes host -> device, through the stages in order, and back,
-/// following the plan of Options::policy. A ChunkedPipeline is move-only; a
-/// moved-from pipeline may only be destroyed or assigned to. One run at a
-/// time: a run started while another is in flight is ordered after it.
+/// following the plan of Options::policy. Runs form one continuing
+/// schedule: a run queued while others are in flight overlaps them on the
+/// GPU, its first chunks waiting only for the slots they reuse. Runs whose
+/// ranges overlap where one writes are refused unless ordered (see
+/// run_async). A ChunkedPipeline is move-only; a moved-from pipeline may
+/// only be destroyed or assigned to. Its members may be called from
+/// several threads; runs are ordered as their calls take its lock.
 template <class... Stages>
 class ChunkedPipeline {
  public:
@@ -63,8 +70,8 @@ class ChunkedPipeline {
   ChunkedPipeline(ChunkedPipeline&&) noexcept = default;
   ChunkedPipeline& operator=(ChunkedPipeline&&) noexcept = default;
 
-  /// Waits for work in flight (ignoring its errors) and frees everything.
-  /// Never throws.
+  /// Waits for every run in flight (ignoring their errors, which their
+  /// tickets keep) and frees everything. Never throws.
   ~ChunkedPipeline() = default;
 
   /// Runs `in` through the stages into `out` and returns when every output
@@ -77,20 +84,32 @@ class ChunkedPipeline {
   /// host task of the run has stopped.
   template <class In, class Out>
   void run(In&& in, Out&& out) {
-    runner_->start(std::forward<In>(in), std::forward<Out>(out), false).wait();
+    runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}).wait();
   }
 
-  /// Starts the same run and returns once it is queued; the ticket's wait()
-  /// blocks until it is complete and throws its errors. With only pinned (or
-  /// device) memory this returns after enqueueing every op; when pageable
-  /// memory is staged, a chunkpipe thread drives the run. The ranges must
-  /// stay alive and untouched until the run is waited for. Throws
-  /// config_error for bad ranges before anything is queued. Starting a run
-  /// waits for the host side (staging) of the previous one, never for its
-  /// device work.
+  /// Queues the same run and returns its ticket at once: wait() blocks
+  /// until it is complete and throws its errors. The run continues the
+  /// pipeline's schedule, so back-to-back runs overlap on the GPU; a run
+  /// over pinned (or device) memory is issued by the calling thread, a run
+  /// that stages pageable memory or uses a Source or Sink by a chunkpipe
+  /// thread, so neither waits for earlier runs. The ranges must stay alive
+  /// and untouched until the run is waited for.
+  ///
+  /// A run whose ranges overlap those of a run still in flight, where
+  /// either writes (its input is that run's output, say), is refused with
+  /// config_error unless `order` starts it after that run:
+  /// `after(ticket)`. `order` may also name streams and events of yours
+  /// whose work the run must follow (data a kernel of yours produced);
+  /// the run's ops wait for them on the device.
+  ///
+  /// Throws config_error for bad ranges and pipeline_error for an unusable
+  /// pipeline, before anything is queued; cuda_error if CUDA fails. The
+  /// first run allocates the slots (and the first staged run the pinned
+  /// ones); a run whose element types lay the slots out differently from
+  /// the run before waits for the runs in flight first.
   template <class In, class Out>
-  [[nodiscard]] RunTicket run_async(In&& in, Out&& out) {
-    return runner_->start(std::forward<In>(in), std::forward<Out>(out), true);
+  [[nodiscard]] RunTicket run_async(In&& in, Out&& out, const After& order = {}) {
+    return runner_->start(std::forward<In>(in), std::forward<Out>(out), order);
   }
 
   /// Waits for the most recent run; throws its error.
@@ -100,11 +119,15 @@ class ChunkedPipeline {
   const Options& options() const noexcept { return runner_->front().options(); }
   /// The policy, slot count and scheduling unit runs use (see Options::grain_elems).
   const Geometry& geometry() const noexcept { return runner_->front().geometry(); }
-  /// The plan a run of `elems` elements follows; pageable inputs or outputs
-  /// add host staging ops. Never blocks, needs no device.
+  /// The plan a run of `elems` elements follows on its own; pageable inputs
+  /// or outputs add host staging ops. Never blocks, needs no device.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
     return runner_->front().plan_for(elems, stage_in, stage_out);
   }
+  /// With Options::record_issued: every op issued so far, over all runs, as
+  /// the executor issued it (the waits and events it really made), for
+  /// check_hazards(). Waits for runs still being issued.
+  Plan issued_plan() { return runner_->issued_plan(); }
   /// The device it runs on.
   int device() const noexcept { return runner_->device(); }
 
@@ -121,9 +144,9 @@ class ChunkedPipeline {
   /// The link the reports' floor is computed against (see measure.cuh).
   void set_link(const LinkModel& link) { runner_->set_link(link); }
 
-  /// The most recent run's timeline, when Options::profile is on and the
-  /// run has been waited for. Throws pipeline_error otherwise.
-  const Report& report() const { return runner_->report(); }
+  /// A copy of the most recent run's timeline, when Options::profile is on
+  /// and the run has been waited for. Throws pipeline_error otherwise.
+  Report report() const { return runner_->report(); }
 
  private:
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;

@@ -59,6 +59,11 @@ struct PlanShape {
   std::vector<bool> in_place;   ///< per stage: writes the buffer it reads
   bool stage_in = false;        ///< inputs pass through pinned slots (host_in ops)
   bool stage_out = false;       ///< outputs pass through pinned slots (host_out ops)
+  /// Each run says for itself whether it stages (RunSpec), and stage_in and
+  /// stage_out are ignored: the step table then holds both forms of each
+  /// copy, direct and through a pinned slot. A pipeline's lifetime schedule
+  /// is built this way, since one run may be pinned and the next pageable.
+  bool per_run_staging = false;
 };
 
 /// One queue of a plan.
@@ -75,12 +80,15 @@ struct Step {
   int ahead = 0;             ///< issued this many chunks early (host_in only)
   std::vector<int> reads;    ///< indices into Plan::buffers
   std::vector<int> writes;   ///< indices into Plan::buffers
+  /// h2d and d2h: the copy goes through the slot's pinned buffer (the run
+  /// stages that side); false for the direct copy. Host steps: true.
+  bool staged = false;
 };
 
 /// One operation of one chunk.
 struct Op {
   std::size_t id = 0;        ///< position in issue order
-  std::size_t chunk = 0;
+  std::size_t chunk = 0;     ///< numbered across the runs of a schedule
   int step = 0;              ///< index into Plan::steps
   OpKind kind = OpKind::h2d;
   int stage = -1;
@@ -89,21 +97,52 @@ struct Op {
   std::vector<std::size_t> waits;  ///< ids of earlier ops that must finish first
   /// Whether a later op may wait for this one, so an executor must record
   /// its completion (a CUDA event). Every event recorded is a command the
-  /// stream processes: ops ordered by their own stream alone (slot_streams,
-  /// serial) need none, and with batched waits most copies-out need none.
+  /// stream processes: ops ordered by their own stream record none, and
+  /// with batched waits most copies-out need none.
   bool signal = true;
 };
 
-/// A whole schedule for a known number of chunks.
+/// Chunks of a run whose length a Source decides as it goes.
+inline constexpr std::size_t unknown_chunks = static_cast<std::size_t>(-1);
+
+/// What one run asks of a schedule.
+struct RunSpec {
+  /// Chunks in the run, or unknown_chunks until PlanBuilder::set_run_chunks().
+  std::size_t chunks = 0;
+  bool stage_in = false;    ///< the run stages inputs through pinned slots
+  bool stage_out = false;   ///< the run stages outputs through pinned slots
+  /// Elements in the run, 0 if not known. Only the simulator reads it (the
+  /// run's last chunk may be short).
+  std::size_t elems = 0;
+};
+
+/// One run of a plan: a range of chunks and of ops, issued after every op
+/// of the runs before it.
+struct PlanRun {
+  std::size_t first_chunk = 0;
+  std::size_t chunks = 0;    ///< chunks with ops beyond host-in (the last may carry no elements)
+  std::size_t first_op = 0;  ///< the run's ops are ids [first_op, first_op + ops)
+  std::size_t ops = 0;
+  bool stage_in = false;
+  bool stage_out = false;
+  std::size_t elems = 0;     ///< as in RunSpec
+  /// Ops whose completion implies that of every op of the run: the last op
+  /// of each queue the run used that no other such op waits for. A run is
+  /// complete when these are; an executor records its completion after them.
+  std::vector<std::size_t> tail;
+};
+
+/// A schedule: one run, or several in a row (a pipeline's runs), as data.
 struct Plan {
   Policy policy = Policy::serial;
   int depth = 1;
   PlanShape shape;
-  std::size_t chunks = 0;
+  std::size_t chunks = 0;            ///< chunk numbers used: the last op's chunk + 1, over all runs
   std::vector<Queue> queues;
   std::vector<Step> steps;
   std::vector<std::string> buffers;  ///< names of the per-slot buffers
   std::vector<Op> ops;               ///< in issue order; ops[i].id == i
+  std::vector<PlanRun> runs;         ///< in issue order
 
   /// "h2d of chunk 3 (slot 0, queue h2d)": for error messages and printing.
   std::string describe(const Op& op) const;
@@ -118,10 +157,38 @@ struct Resolved {
 };
 Resolved resolve(Policy policy, int depth);
 
-/// Builds a plan one issue tick at a time, so an executor can follow it for
-/// runs whose length is not known up front (a source that ends when it
-/// ends). At tick t it issues, for every step, the op of chunk t + ahead.
-/// Memory use is bounded by the depth, not by the number of chunks.
+/// Ops of one issue tick, kept from tick to tick: the Op objects (and their
+/// wait lists) are reused, so planning in steady state allocates nothing.
+class OpBatch {
+ public:
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const Op& operator[](std::size_t i) const noexcept { return ops_[i]; }
+  const Op* begin() const noexcept { return ops_.data(); }
+  const Op* end() const noexcept { return ops_.data() + size_; }
+  /// Forgets the ops, keeping their storage.
+  void clear() noexcept { size_ = 0; }
+  /// A cleared Op at the back (its waits' storage kept).
+  Op& add() {
+    if (size_ == ops_.size()) ops_.emplace_back();
+    Op& op = ops_[size_++];
+    op.waits.clear();
+    return op;
+  }
+
+ private:
+  std::vector<Op> ops_;
+  std::size_t size_ = 0;
+};
+
+/// Builds a schedule one run and one issue tick at a time, so an executor
+/// can follow it for runs whose length is not known up front (a Source that
+/// ends when it ends) and for a pipeline whose runs keep coming. Chunks and
+/// op ids continue from run to run; slot reuse between runs is ordered by
+/// the same derived waits as inside a run, so a run's first chunk waits
+/// only for its slot's previous occupant. At tick t of a run it issues, for
+/// every step the run uses, the op of the run's chunk t + ahead. Memory use
+/// is bounded by the depth, not by the number of chunks or runs.
 class PlanBuilder {
  public:
   /// Throws config_error for depth < 1, stages < 1, an in_place list of the
@@ -139,56 +206,128 @@ class PlanBuilder {
   /// How many chunks one slot-reuse wait covers (stage_streams with deep
   /// rings; see emit()).
   std::size_t wait_batch() const noexcept { return wait_batch_; }
+  /// Chunks an executor must remember events for: no op waits for an op
+  /// of the same step more than this many chunks before its own that a
+  /// later op of that step and slot has replaced. A multiple of the depth.
+  std::size_t reach() const noexcept { return reach_; }
+  /// Ops issued so far, over all runs: the id the next op gets.
+  std::size_t issued() const noexcept { return next_id_; }
 
-  /// Appends to `out` the ops of the next tick whose chunk is below
-  /// `chunk_limit`, in issue order. Returns false, appending nothing, once
-  /// every chunk below the limit has been issued. Never blocks.
+  /// Opens a run after every op issued so far. Its chunks follow the last
+  /// chunk issued. Throws config_error if a run is open, or if the run
+  /// stages a side this builder's shape does not (without per_run_staging,
+  /// every run must stage exactly as the shape says).
+  void begin_run(const RunSpec& spec);
+  /// Whether a run is open.
+  bool in_run() const noexcept { return run_open_; }
+  /// The open run's first chunk number.
+  std::size_t run_first_chunk() const noexcept { return run_base_; }
+  /// The open run's chunk count as known now (unknown_chunks if not yet).
+  std::size_t run_chunks() const noexcept { return run_chunks_; }
+  /// The run's next tick (0-based within the run): its chunk run_first_chunk() + tick.
+  std::size_t run_tick() const noexcept { return tick_; }
+  /// Says how many chunks the open run has, once a Source has ended it or a
+  /// failure cuts it short. Throws std::logic_error if that is more than
+  /// it had, or fewer than the ticks already completed.
+  void set_run_chunks(std::size_t chunks);
+
+  /// First half of the run's next tick: appends its host-in ops (which may
+  /// run ahead) and returns true, or returns false, appending nothing, once
+  /// the run has no tick left. Never blocks.
+  bool begin_tick(OpBatch& out);
+  /// Second half of the tick begin_tick() opened: the ops of every other
+  /// step for the tick's chunk. A Source's run learns between the halves
+  /// whether that chunk is its last (set_run_chunks()).
+  void finish_tick(OpBatch& out);
+  /// Both halves: false, appending nothing, once the run has no tick left.
+  bool next_tick(OpBatch& out);
+
+  /// Appends the next tick's ops of the open run (opening a run of unknown
+  /// length shaped as the PlanShape says if none is open), first lowering
+  /// its chunk count to `chunk_limit` if that is lower. Returns false,
+  /// appending nothing, once every chunk below the limit has been issued.
   bool next_tick(std::size_t chunk_limit, std::vector<Op>& out);
+
+  /// Closes the open run and returns it as issued (its tail included).
+  /// Throws std::logic_error if no run is open or ticks remain.
+  PlanRun end_run();
 
  private:
   struct Access {
-    std::size_t op;
-    int queue;
-    std::size_t pos;                  // 1-based position on its queue
+    std::size_t op = 0;
+    int queue = 0;
+    std::size_t pos = 0;              // 1-based position on its queue
     std::vector<std::size_t> clock;   // vector clock of the op
     std::size_t chunk = 0;
     int step = 0;
     bool signal = true;               // records an event a later op may wait for
+    bool valid = false;
   };
   struct BufferState {
     bool has_writer = false;
     Access writer;
-    std::vector<Access> readers;  // since the last write
+    std::vector<Access> readers;  // [0, n_readers): since the last write
+    std::size_t n_readers = 0;
   };
 
   int queue_of(const Step& step, std::size_t chunk) const;
   bool needs_event(int step, std::size_t chunk) const;
-  void emit(int step, std::size_t chunk, std::vector<Op>& out);
+  void emit(int step, std::size_t chunk, OpBatch& out);
+  void emit_chunk_steps(bool ahead, std::size_t chunk, OpBatch& out);
+  const std::vector<int>& active() const { return active_[variant_]; }
 
   Policy policy_;
   int depth_;
   PlanShape shape_;
   std::vector<Queue> queues_;
   std::vector<Step> steps_;
+  std::vector<int> family_;                        // [step]: steps that are forms of one copy share a family
   std::vector<std::string> buffers_;
+  std::vector<int> active_[4];                     // [stage_in | stage_out << 1]: steps a run uses, in order
+  bool variant_ok_[4] = {false, false, false, false};
   int max_ahead_ = 0;
-  int first_device_queue_ = 0;  // queue index of the first stream
   int host_in_queue_ = -1;
   int host_out_queue_ = -1;
 
-  std::vector<BufferState> state_;                 // [slot][buffer]
-  std::vector<std::vector<Access>> recent_;        // [step][chunk % depth]: the latest op of each step
+  std::vector<BufferState> state_;                 // [slot * buffers + buffer]
+  std::vector<std::vector<Access>> recent_;        // [family][chunk % depth]: its latest op
   std::size_t wait_batch_ = 1;                     // slot-reuse waits cover this many chunks
+  std::size_t reach_ = 1;
   std::vector<bool> conflicts_;                    // [step * steps + step]: their accesses to a slot conflict
   std::vector<std::vector<std::size_t>> clocks_;   // per queue: its tail's clock
   std::vector<std::size_t> queue_len_;
-  std::size_t tick_ = 0;
   std::size_t next_id_ = 0;
+
+  // The open run.
+  bool run_open_ = false;
+  int variant_ = 0;
+  RunSpec spec_;
+  std::size_t run_base_ = 0;        // chunk number of the run's tick 0
+  std::size_t run_chunks_ = 0;
+  bool truncated_ = false;          // set_run_chunks() lowered the count
+  std::size_t tick_ = 0;
+  bool tick_open_ = false;
+  std::size_t run_first_op_ = 0;
+  std::size_t next_chunk_ = 0;      // above every chunk any op was issued for
+  bool skipped_ = false;            // ops were issued for chunks past the last run's end
+  std::vector<Access> run_tail_;    // [queue]: the run's last op there
+
+  // Scratch, kept so emitting allocates nothing in steady state.
+  std::vector<const Access*> before_;
+  std::vector<std::size_t> clock_;
+  Access self_;
+  OpBatch compat_;
 };
 
-/// The full plan for `chunks` chunks. Throws what PlanBuilder throws.
-Plan make_plan(Policy policy, int depth, const PlanShape& shape,
-               std::size_t chunks);
+/// The full plan for one run of `chunks` chunks. Throws what PlanBuilder throws.
+Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks);
+
+/// The plan of several runs in a row, as a pipeline issues them: chunks
+/// and slots continue from run to run. `shape.per_run_staging` lets the
+/// runs stage differently. Throws what PlanBuilder throws, and config_error
+/// for a run of unknown_chunks.
+Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vector<RunSpec>& runs);
+
 
 std::string_view to_string(Policy policy) noexcept;
 std::string_view to_string(OpKind kind) noexcept;

@@ -1,22 +1,26 @@
 // SPDX-License-Identifier: MIT
-// RunTicket: the handle run_async() returns, and the state of one run.
+// RunTicket: the handle run_async() returns, the state of one run behind
+// it, and after(...), which orders a run after other GPU work.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/detail/completion.hpp>
+#include <chunkpipe/detail/slots.hpp>
+
+#include <cuda/stream_ref>
+#include <cuda_runtime_api.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <exception>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -31,9 +35,12 @@ struct Health {
   std::mutex mutex;
   std::string why;
 
-  void mark(const std::string& reason) {
+  /// Marks the context broken; returns false if it already was.
+  bool mark(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (!broken.exchange(true)) why = reason;
+    if (broken.exchange(true)) return false;
+    why = reason;
+    return true;
   }
   std::string reason() {
     std::lock_guard<std::mutex> lock(mutex);
@@ -41,40 +48,81 @@ struct Health {
   }
 };
 
-/// Everything one run owns or needs to finish.
+/// Events for ordering only, reused: creating one costs microseconds, and a
+/// run needs a few (its completion, its ordering after other work). Shared
+/// by a pipeline and its tickets, which may outlive it.
+class EventPool {
+ public:
+  Event get() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!free_.empty()) {
+        Event e = std::move(free_.back());
+        free_.pop_back();
+        return e;
+      }
+    }
+    return Event::create();
+  }
+  void put(std::vector<Event>& events) noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Event& e : events) {
+      if (e) free_.push_back(std::move(e));
+    }
+    events.clear();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<Event> free_;
+};
+
+/// Everything one run owns or needs to finish. Written by the thread that
+/// issues the run and by host workers, read by whoever waits: every field
+/// shared between them is atomic or guarded by `mutex`.
 struct RunState {
   int device = 0;
   std::shared_ptr<Health> health;
+  std::shared_ptr<EventPool> pool;
+  RunCompletion completion;
 
-  // First failure wins; once set, nothing more is issued and host tasks skip
-  // their work, so the run drains quickly.
-  std::mutex mutex;
-  std::exception_ptr error;
-  std::atomic<bool> aborted{false};
-  void fail(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (!error) error = e;
-    aborted = true;
+  bool failed() const noexcept { return completion.failed(); }
+  void fail(std::exception_ptr e) noexcept { completion.fail(std::move(e)); }
+
+  // Set before the run is queued, read-only afterwards.
+  bool host_work = false;  ///< the run ends on host threads (staging, a Source or a Sink)
+  bool profile = false;
+  std::shared_ptr<const Endpoints> ends;  ///< what its ops read and write
+  std::vector<Event> gates;               ///< device work the run starts after (after(...))
+  std::vector<std::shared_ptr<RunState>> after_runs;  ///< runs it starts after, kept alive for their tails
+
+  // Written by the issuing thread before `issued` is set, read after it.
+  std::vector<Event> tails;  ///< recorded after the run's last ops: its completion on the device
+  std::size_t chunks = 0;    ///< chunks that held elements
+  std::size_t elems = 0;     ///< elements (a Source's, once it ended)
+
+  std::atomic<bool> source_ended{false};  ///< a Source returned a short chunk
+
+  /// Marks every op issued (or the run abandoned before its first).
+  void mark_issued() {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      issued = true;
+    }
+    cv.notify_all();
   }
-
-  // A Sink's finish() and abort(), run from wait(): finish() once if the run
-  // succeeded, abort() once if it failed (finish() throwing included).
-  std::function<void()> on_success, on_failure;
-  bool finish_called = false, abort_called = false;
-  std::atomic<bool> source_ended{false};  // a Source returned a short chunk
-
-  std::thread driver;  // set when a chunkpipe thread drives the run
-  std::vector<std::shared_ptr<const void>> keep_alive;  // what host tasks read: endpoints, slot layout
-  std::atomic<bool> issuing{false};  // the driver has not finished issuing
-  std::vector<Event> tails;  // one per stream the run used, after its last op
-  bool host_work = false;    // the run ends on host threads (staging, a Source or a Sink)
-  bool finished = false;  // wait() succeeded
+  bool is_issued() {
+    std::lock_guard<std::mutex> lock(mutex);
+    return issued;
+  }
+  void wait_issued() {
+    std::unique_lock<std::mutex> lock(mutex);
+    cv.wait(lock, [&] { return issued; });
+  }
 
   // Host tasks of this run not yet finished. Counted here rather than by
   // queue position so a ticket never needs the pipeline's queues, which may
   // be gone by the time it is waited on.
-  std::size_t host_pending = 0;
-  std::condition_variable host_cv;
   void host_task_started() {
     std::lock_guard<std::mutex> lock(mutex);
     ++host_pending;
@@ -84,42 +132,57 @@ struct RunState {
       std::lock_guard<std::mutex> lock(mutex);
       --host_pending;
     }
-    host_cv.notify_all();
-  }
-  /// Blocks until the driver has finished issuing and every host task ran.
-  void wait_host() {
-    if (driver.joinable()) driver.join();
-    std::unique_lock<std::mutex> lock(mutex);
-    host_cv.wait(lock, [&] { return host_pending == 0; });
+    cv.notify_all();
   }
 
   // Profiling (Options::profile).
   struct Timed {
     TimedOp op;
-    cudaEvent_t start = nullptr;  // device ops
-    cudaEvent_t end = nullptr;
+    Event start, end;                                             // device ops
     std::chrono::steady_clock::time_point host_start, host_end;  // host ops
   };
-  bool profile = false;
   Event origin;
   std::chrono::steady_clock::time_point host_origin;
-  std::vector<Event> events;  // owns every Timed event
-  std::deque<Timed> timed;    // grows at the back only: host tasks write in place
-  Report report;              // filled by wait() when profiling
+  std::deque<Timed> timed;  // grows at the back only: host tasks write in place
+  Report report;            // built by wait() when profiling
 
-  /// Waits for everything the run queued; throws its first error.
+  RunState() = default;
+  RunState(const RunState&) = delete;
+  RunState& operator=(const RunState&) = delete;
+  /// Gives its events back to the pool.
+  ~RunState();
+
+  /// Blocks until everything the run queued is over, then finishes its
+  /// Sink; throws its first error. Safe from several threads.
   void wait();
-  /// Lets go of the run's sources, sinks and endpoints once it is over, so
-  /// that (say) a file source's descriptor closes now, not at the next run.
-  void release() {
-    keep_alive.clear();
-    on_success = nullptr;
-    on_failure = nullptr;
-  }
   bool ready();
-  void build_report();
   void enqueue_wait(cudaStream_t stream);
+
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool issued = false;
+  std::size_t host_pending = 0;
+
+ private:
+  void build_report();
+  void release() noexcept;
+  std::mutex wait_mutex_;  // one waiter at a time does the work
+  bool waited_ = false;    // guarded by wait_mutex_
 };
+
+inline RunState::~RunState() {
+  if (pool) {
+    pool->put(tails);
+    pool->put(gates);
+  }
+}
+
+inline void RunState::release() noexcept {
+  // Let go of sources, sinks and endpoints now, so that (say) a file
+  // source's descriptor closes now, not when the last ticket copy dies.
+  ends.reset();
+  after_runs.clear();
+}
 
 inline void RunState::enqueue_wait(cudaStream_t stream) {
   if (host_work) {
@@ -127,66 +190,66 @@ inline void RunState::enqueue_wait(cudaStream_t stream) {
         "chunkpipe: enqueue_wait: this run ends on host threads (it stages pageable memory or uses a Source or "
         "Sink), which a stream cannot wait for; call wait()");
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (error) std::rethrow_exception(error);
+  // A run queued behind a staged run is issued by the pipeline's thread;
+  // its completion events exist once it is.
+  wait_issued();
+  if (failed()) std::rethrow_exception(completion.error());
+  for (const Event& e : tails) {
+    if (e) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, e.get(), 0));
   }
-  for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, e.get(), 0));
 }
 
 inline void RunState::wait() {
-  if (finished) return;
-  wait_host();
-  std::exception_ptr failure;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    failure = error;
-  }
-  if (!failure) {
+  std::lock_guard<std::mutex> waiting(wait_mutex_);
+  if (!waited_) {
+    // Whether or not it failed, nothing the run queued may still be running
+    // when this returns.
+    wait_issued();
+    {
+      std::unique_lock<std::mutex> lock(mutex);
+      cv.wait(lock, [&] { return host_pending == 0; });
+    }
     try {
-      for (Event& e : tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e.get()));
-      if (profile) build_report();
-      if (!finish_called && on_success) {
-        finish_called = true;
-        on_success();
+      for (const Event& e : tails) {
+        if (e) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(e.get()));
       }
+      if (profile && !failed()) build_report();
     } catch (const cuda_error& e) {
       // A kernel that faulted shows up here, at the first synchronisation.
-      if (is_sticky(e.code())) health->mark(e.what());
-      fail(std::current_exception());
+      // The first run to see a broken context reports the CUDA error; the
+      // runs queued after it name that one.
+      if (!is_sticky(e.code())) {
+        fail(std::current_exception());
+      } else if (health->mark(e.what())) {
+        fail(std::current_exception());
+      } else {
+        fail(std::make_exception_ptr(pipeline_error(
+            "chunkpipe: this run could not complete: an earlier failure broke the device context (" +
+            health->reason() + ")")));
+      }
     } catch (...) {
       fail(std::current_exception());
     }
-    std::lock_guard<std::mutex> lock(mutex);
-    failure = error;
-  }
-  if (failure) {
-    if (!abort_called && on_failure) {
-      abort_called = true;
-      try {
-        on_failure();
-      } catch (...) {
-        // The run's own error is the one to report.
-      }
-    }
+    waited_ = true;
     release();
-    std::rethrow_exception(failure);
   }
-  finished = true;
-  release();
+  completion.conclude();
 }
 
 inline bool RunState::ready() {
-  if (finished) return true;
-  if (issuing) return false;
   {
     std::lock_guard<std::mutex> lock(mutex);
-    if (host_pending != 0) return false;
+    if (!issued || host_pending != 0) return false;
   }
-  for (Event& e : tails) {
+  // `tails` is fixed once the run is issued.
+  for (const Event& e : tails) {
+    if (!e) continue;
     const cudaError_t s = cudaEventQuery(e.get());
     if (s == cudaErrorNotReady) return false;
-    if (s != cudaSuccess) return true;  // wait() will report it
+    if (s != cudaSuccess) {
+      (void)cudaGetLastError();
+      return true;  // wait() will report it
+    }
   }
   return true;
 }
@@ -195,10 +258,10 @@ inline void RunState::build_report() {
   report.ops.clear();
   for (const Timed& t : timed) {
     TimedOp op = t.op;
-    if (t.start != nullptr) {
+    if (t.start) {
       float a = 0.f, b = 0.f;
-      CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&a, origin.get(), t.start));
-      CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&b, origin.get(), t.end));
+      CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&a, origin.get(), t.start.get()));
+      CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&b, origin.get(), t.end.get()));
       op.start_ms = a;
       op.end_ms = b;
     } else {
@@ -209,22 +272,43 @@ inline void RunState::build_report() {
     }
     report.ops.push_back(op);
   }
+  report.chunks = chunks;
+  report.elems = elems;
+  report.bytes_in = report.bytes_out = 0;
+  if (ends) {
+    for (const auto& e : ends->in) report.bytes_in += elems * e.elem_size;
+    for (const auto& e : ends->out) report.bytes_out += elems * e.elem_size;
+  }
 }
 
 }  // namespace detail
+
+class RunTicket;
+
+/// What a run must start after, besides the pipeline's own schedule: work
+/// queued on a stream, an event's last record, other runs. Build it with
+/// chunkpipe::after(...). The run's first op on each of its queues waits
+/// for all of it on the device; nothing blocks the host.
+struct After {
+  std::vector<cudaStream_t> streams;   ///< work queued on them when the run is started
+  std::vector<cudaEvent_t> events;     ///< their latest record when the run is started
+  std::vector<RunTicket> tickets;      ///< runs that must be complete (on the device)
+};
 
 /// A run in flight. Copyable; every copy refers to the same run. The ranges
 /// given to run_async() must stay alive and untouched until wait() returns.
 class RunTicket {
  public:
   RunTicket() = default;
+  /// For chunkpipe's pipelines.
   explicit RunTicket(std::shared_ptr<detail::RunState> state) : state_(std::move(state)) {}
 
   /// Blocks until the run is complete: every output written, every stream
-  /// and host task of the run finished. Throws the run's first error
-  /// (config_error, cuda_error, pipeline_error, or what a stage or source
-  /// threw); calling it again after a failure throws the same error again.
-  /// Not to be called from two threads at once.
+  /// and host task of the run finished; then finishes its Sink. Throws the
+  /// run's first error (config_error, cuda_error, pipeline_error, or what a
+  /// stage, source or sink threw), and the same error again on every later
+  /// call. A run queued after one that broke the device context throws
+  /// pipeline_error naming that failure. Safe to call from several threads.
   void wait() {
     if (state_) state_->wait();
   }
@@ -234,28 +318,60 @@ class RunTicket {
   /// to order your own GPU work, or a timing event, after a run without
   /// blocking the host. Only for runs whose ranges are all pinned or device
   /// memory; wait() is still needed to learn of errors a kernel raises.
-  /// Throws pipeline_error for a run that ends on host threads (it stages
-  /// pageable memory, or reads a Source or feeds a Sink): a stream cannot
-  /// wait for those, call wait(). Throws the run's own error if it failed
-  /// while being issued, and cuda_error if CUDA fails.
-  void enqueue_wait(cudaStream_t stream) const {
-    if (state_) state_->enqueue_wait(stream);
+  /// Blocks only if the run is queued behind a staged run that is still
+  /// being issued (until it is issued). Throws pipeline_error for a run that
+  /// ends on host threads (it stages pageable memory, or reads a Source or
+  /// feeds a Sink): a stream cannot wait for those, call wait(). Throws the
+  /// run's own error if it failed while being issued, and cuda_error if
+  /// CUDA fails.
+  void enqueue_wait(::cuda::stream_ref stream) const {
+    if (state_) state_->enqueue_wait(stream.get());
   }
 
   /// True once the run has finished (or failed; wait() says which). Never blocks.
   bool ready() const { return !state_ || state_->ready(); }
 
   /// The run's timeline, with Options::profile on, after wait() returned.
-  /// Throws pipeline_error otherwise.
+  /// The reference lives as long as this ticket (or a copy of it). Throws
+  /// pipeline_error otherwise.
   const Report& report() const {
-    if (!state_ || !state_->profile || !state_->finished) {
+    if (!state_ || !state_->profile || !state_->completion.succeeded()) {
       throw pipeline_error("chunkpipe: no report: set Options::profile and wait() for the run first");
     }
     return state_->report;
   }
 
+  /// For chunkpipe's pipelines: the run behind the ticket.
+  const std::shared_ptr<detail::RunState>& state() const noexcept { return state_; }
+
  private:
   std::shared_ptr<detail::RunState> state_;
 };
+
+namespace detail {
+inline void add_after(After& a, ::cuda::stream_ref s) { a.streams.push_back(s.get()); }
+inline void add_after(After& a, cudaEvent_t e) { a.events.push_back(e); }
+inline void add_after(After& a, const RunTicket& t) { a.tickets.push_back(t); }
+inline void add_after(After& a, const After& b) {
+  a.streams.insert(a.streams.end(), b.streams.begin(), b.streams.end());
+  a.events.insert(a.events.end(), b.events.begin(), b.events.end());
+  a.tickets.insert(a.tickets.end(), b.tickets.begin(), b.tickets.end());
+}
+}  // namespace detail
+
+/// Orders a run after GPU work it depends on, without blocking the host:
+///   pipe.run_async(in, out, chunkpipe::after(my_stream));      // data a kernel of yours made
+///   pipe.run_async(b, c, chunkpipe::after(ticket_that_wrote_b));
+/// Takes any mix of streams (::cuda::stream_ref or cudaStream_t: the work
+/// queued on them when the run is started), events (cudaEvent_t: their
+/// latest record then) and RunTickets (those runs complete; only runs that
+/// end on the device, see RunTicket::enqueue_wait). A run ordered after a
+/// ticket may overlap that run's ranges.
+template <class... T>
+After after(const T&... what) {
+  After a;
+  (::chunkpipe::detail::add_after(a, what), ...);
+  return a;
+}
 
 }  // namespace chunkpipe

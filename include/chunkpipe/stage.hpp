@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Stages: how user work enters a pipeline. Host-only C++ (no CUDA headers
-// beyond CCCL's ::cuda::std::span and tuple), so the host backend and the
-// planner can use the same types as the GPU executor.
+// Stages: how user work enters a pipeline. Host-only C++ (CCCL's span,
+// tuple and stream_ref, which need only the CUDA runtime's declarations), so
+// the host backend and the planner can use the same types as the GPU
+// executor.
 //
 //   struct Fma {
 //     float a, b;
@@ -18,6 +19,7 @@
 
 #include <cuda/std/span>
 #include <cuda/std/tuple>
+#include <cuda/stream_ref>
 
 #include <cstddef>
 #include <tuple>
@@ -32,10 +34,6 @@
 #else
 #define CHUNKPIPE_HOST_DEVICE
 #endif
-
-// cudaStream_t without including the CUDA runtime: this header stays
-// host-only. The runtime declares `typedef struct CUstream_st* cudaStream_t`.
-struct CUstream_st;
 
 namespace chunkpipe {
 
@@ -84,8 +82,10 @@ template <class In, class Out>
 struct ChunkContext;
 
 /// What a ChunkFn gets for one chunk. On the CUDA backend the spans are
-/// device memory and `stream` is the stream to use; on the host backend they
-/// are host memory and `stream` is null.
+/// device memory and `stream` is the stream to launch on (`ctx.stream.get()`
+/// is the cudaStream_t: `kernel<<<grid, block, 0, ctx.stream.get()>>>`); on
+/// the host backend they are host memory and `stream` refers to no stream
+/// of chunkpipe's (`ctx.stream.get()` is null).
 template <class... I, class... O>
 struct ChunkContext<types<I...>, types<O...>> {
   std::tuple<::cuda::std::span<I>...> inputs;   ///< count elements each
@@ -93,7 +93,7 @@ struct ChunkContext<types<I...>, types<O...>> {
   std::size_t chunk = 0;   ///< index of the chunk in the run
   std::size_t offset = 0;  ///< index of its first element in the run
   std::size_t count = 0;   ///< its elements (the last chunk may be short)
-  CUstream_st* stream = nullptr;  ///< a cudaStream_t
+  ::cuda::stream_ref stream{};  ///< where to launch (CUDA backend)
   Backend backend = Backend::cuda;
 
   /// Input span I (default: the first).

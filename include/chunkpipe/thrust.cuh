@@ -19,6 +19,8 @@
 
 #include <thrust/execution_policy.h>
 
+#include <cuda/stream_ref>
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -45,5 +47,8 @@ struct StreamScratch {
 /// memory back at synchronisation points; raise its release threshold
 /// (cudaMemPoolAttrReleaseThreshold) to keep scratch cheap to reuse.
 inline auto thrust_policy(cudaStream_t stream) { return thrust::cuda::par_nosync(StreamScratch{stream}).on(stream); }
+
+/// The same for a ::cuda::stream_ref, such as a ChunkContext's `stream`.
+inline auto thrust_policy(::cuda::stream_ref stream) { return ::chunkpipe::thrust_policy(stream.get()); }
 
 }  // namespace chunkpipe

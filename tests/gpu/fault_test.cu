@@ -22,7 +22,7 @@ __global__ void write_through_null(float* out, std::size_t n) {
 struct Faults {
   template <class Ctx>
   void operator()(Ctx& ctx) const {
-    if (ctx.chunk == 2) write_through_null<<<1, 32, 0, ctx.stream>>>(ctx.template out<0>().data(), ctx.count);
+    if (ctx.chunk == 2) write_through_null<<<1, 32, 0, ctx.stream.get()>>>(ctx.template out<0>().data(), ctx.count);
   }
 };
 

@@ -224,7 +224,7 @@ TEST_CASE("a file of random floats through a Map into a file", "[files]") {
           INFO(to_string(policy) << " depth " << depth << " n " << n << " seed " << seed);
           REQUIRE(same(read_floats(out), want));
           REQUIRE(!exists(out + ".partial"));
-          REQUIRE(pipe.last_plan().chunks == (n + 63) / 64);
+          REQUIRE(pipe.last_run().chunks == (n + 63) / 64);
         }
       }
     }
@@ -240,7 +240,7 @@ TEST_CASE("an empty file gives an empty output file and writes nothing to a rang
   REQUIRE(exists(out));
   REQUIRE(fs::file_size(out) == 0);
   REQUIRE(!exists(out + ".partial"));
-  REQUIRE(pipe.last_plan().chunks == 0);
+  REQUIRE(pipe.last_run().chunks == 0);
 
   std::vector<float> y(10, std::numeric_limits<float>::quiet_NaN());
   pipe.run(file_source<float>(in), y);
@@ -312,7 +312,7 @@ TEST_CASE("a generator of unknown length into a range and into a file", "[files]
       std::vector<float> y(1200, std::numeric_limits<float>::quiet_NaN());
       pipe.run(generate<float>(n, value), y);
       INFO(to_string(policy) << " n " << n);
-      REQUIRE(pipe.last_plan().chunks == (n + 63) / 64);
+      REQUIRE(pipe.last_run().chunks == (n + 63) / 64);
       for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == kFma(value(i)));
       for (std::size_t i = n; i < y.size(); ++i) REQUIRE(std::isnan(y[i]));
 

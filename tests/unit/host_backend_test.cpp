@@ -44,7 +44,7 @@ struct ReverseChunk {  // in place, needs the whole chunk
   void operator()(Ctx& ctx) const {
     auto s = ctx.template in<0>();
     REQUIRE(ctx.backend == Backend::host);
-    REQUIRE(ctx.stream == nullptr);
+    REQUIRE(ctx.stream.get() == nullptr);
     REQUIRE(s.size() == ctx.count);
     for (std::size_t i = 0; i < s.size() / 2; ++i) std::swap(s[i], s[s.size() - 1 - i]);
   }
@@ -95,7 +95,7 @@ TEST_CASE("one Map, every policy and depth, ragged tails and shuffled orders", "
             }
             INFO(to_string(policy) << " depth " << depth << " n " << n << " seed " << seed << " staged " << stage);
             for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == f(x[i]));
-            REQUIRE(check_hazards(pipe.last_plan()).ok());
+            REQUIRE(check_hazards(pipe.issued_plan()).ok());
           }
         }
       }
@@ -109,12 +109,12 @@ TEST_CASE("a run shorter than one chunk, and an empty run", "[host]") {
   std::vector<float> y = poisoned<float>(5);
   pipe.run(x, y);
   for (std::size_t i = 0; i < 5; ++i) REQUIRE(y[i] == Fma{2.f, 1.f}(x[i]));
-  REQUIRE(pipe.last_plan().chunks == 1);
+  REQUIRE(pipe.last_run().chunks == 1);
 
   std::vector<float> empty;
   std::vector<float> untouched = poisoned<float>(3);
   pipe.run(empty, untouched);  // nothing to do, nothing written
-  REQUIRE(pipe.last_plan().chunks == 0);
+  REQUIRE(pipe.last_run().chunks == 0);
   for (float v : untouched) REQUIRE(std::isnan(v));
 }
 

@@ -79,7 +79,7 @@ TEST_CASE("a source of unknown length, ragged or exact or empty, into a range", 
           INFO(to_string(policy) << " depth " << depth << " total " << total << " seed " << seed);
           REQUIRE_FALSE(misuse);
           REQUIRE(calls == total / 64 + 1);  // one call past the end only when the end is on a boundary
-          REQUIRE(pipe.last_plan().chunks == (total + 63) / 64);
+          REQUIRE(pipe.last_run().chunks == (total + 63) / 64);
           for (std::size_t i = 0; i < total; ++i) REQUIRE(y[i] == f(value_at(i)));
           for (std::size_t i = total; i < y.size(); ++i) REQUIRE(std::isnan(y[i]));
         }
@@ -171,7 +171,7 @@ TEST_CASE("staging modes: host ops only where pageable memory is staged by threa
     pipe.run(x, y);
     for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == Fma{3.f, 1.f}(x[i]));
     bool host_ops = false;
-    for (const Op& op : pipe.last_plan().ops) {
+    for (const Op& op : pipe.issued_plan().ops) {
       host_ops = host_ops || op.kind == OpKind::host_in || op.kind == OpKind::host_out;
     }
     REQUIRE(host_ops == (mode == Staging::automatic || mode == Staging::threads));

@@ -34,6 +34,9 @@ struct run_types {
   static constexpr bool ok = std::is_same_v<produced, Out>;
 };
 
+/// The part of a pipeline every backend has: options, the geometry they
+/// resolve to, the stage objects, and the plans they imply. Backends hold
+/// one (composition, not inheritance: no detail type in a public signature).
 template <class... Stages>
 class PipelineFront {
   static_assert(sizeof...(Stages) >= 1, "chunkpipe: a pipeline needs at least one stage");
@@ -44,7 +47,7 @@ class PipelineFront {
 
   explicit PipelineFront(Options options, Stages... stages)
       : options_(validated(options)),
-        geometry_(resolve_geometry(options_, all_elementwise)),
+        geometry_(::chunkpipe::detail::resolve_geometry(options_, all_elementwise)),
         stages_(std::move(stages)...) {}
 
   /// The options the pipeline was built with.
@@ -62,6 +65,14 @@ class PipelineFront {
     return s;
   }
 
+  /// The shape of the pipeline's lifetime schedule: each run stages as its
+  /// ranges need.
+  PlanShape lifetime_shape() const {
+    PlanShape s = shape(false, false);
+    s.per_run_staging = true;
+    return s;
+  }
+
   /// Chunks a run of `elems` elements is cut into.
   std::size_t chunks_for(std::size_t elems) const noexcept {
     return (elems + geometry_.chunk_elems - 1) / geometry_.chunk_elems;
@@ -70,14 +81,14 @@ class PipelineFront {
   /// The stage objects, in order.
   std::tuple<Stages...>& stages() noexcept { return stages_; }
 
-  /// The plan a run of `elems` elements would follow. Never blocks.
+  /// The plan a run of `elems` elements would follow on its own. Never blocks.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
-    return make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
+    return ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
   }
 
- protected:
+ private:
   static const Options& validated(const Options& o) {
-    validate_options(o);
+    ::chunkpipe::detail::validate_options(o);
     return o;
   }
 

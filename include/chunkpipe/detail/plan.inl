@@ -81,10 +81,13 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
                        std::to_string(shape_.in_place.size()) + " entries for " +
                        std::to_string(shape_.stages) + " stages");
   }
+  const bool mixed = shape_.per_run_staging;
+  const bool can_stage_in = mixed || shape_.stage_in;
+  const bool can_stage_out = mixed || shape_.stage_out;
 
   // Buffers of one slot, in the order data passes through them.
   int pinned_in = -1;
-  if (shape_.stage_in) {
+  if (can_stage_in) {
     pinned_in = static_cast<int>(buffers_.size());
     buffers_.push_back("pinned in");
   }
@@ -104,51 +107,71 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
       break;
     case Policy::automatic: break;  // rejected above
   }
-  if (shape_.stage_in) {
+  if (can_stage_in) {
     host_in_queue_ = static_cast<int>(queues_.size());
     queues_.push_back({QueueKind::host, "host in"});
   }
-  if (shape_.stage_out) {
+  if (can_stage_out) {
     host_out_queue_ = static_cast<int>(queues_.size());
     queues_.push_back({QueueKind::host, "host out"});
   }
 
-  // Steps. host_in runs depth - 1 chunks ahead so the host fills every free
-  // pinned slot while the GPU works; any further ahead and it would wait on
-  // an H2D that has not been issued yet.
-  if (shape_.stage_in) {
-    steps_.push_back({OpKind::host_in, -1, policy_ == Policy::serial ? 0 : depth_ - 1, {}, {pinned_in}});
+  // Steps, in issue order within a tick. Host-in runs depth - 1 chunks
+  // ahead so the host fills every free pinned slot while the GPU works; any
+  // further ahead and it would wait on an H2D that has not been issued yet.
+  // A copy that a run may make directly or through a pinned slot has a step
+  // for each form; the two share a family (same queue, same slot buffers
+  // on the device side).
+  const int families_before_stages = 2;  // host-in, h2d
+  const int fam_d2h = families_before_stages + shape_.stages;
+  const int fam_host_out = fam_d2h + 1;
+  auto add = [&](Step step, int family) {
+    steps_.push_back(std::move(step));
+    family_.push_back(family);
+  };
+  if (can_stage_in) {
+    add({OpKind::host_in, -1, policy_ == Policy::serial ? 0 : depth_ - 1, {}, {pinned_in}, true}, 0);
+    add({OpKind::h2d, -1, 0, {pinned_in}, {current}, true}, 1);
   }
-  {
-    Step h2d{OpKind::h2d, -1, 0, {}, {current}};
-    if (shape_.stage_in) h2d.reads.push_back(pinned_in);
-    steps_.push_back(h2d);
-  }
+  if (!can_stage_in || mixed) add({OpKind::h2d, -1, 0, {}, {current}, false}, 1);
   for (int i = 0; i < shape_.stages; ++i) {
     int out = current;
     if (!shape_.in_place[static_cast<std::size_t>(i)]) {
       out = static_cast<int>(buffers_.size());
       buffers_.push_back("stage " + std::to_string(i) + " out");
     }
-    steps_.push_back({OpKind::stage, i, 0, {current}, {out}});
+    add({OpKind::stage, i, 0, {current}, {out}, false}, families_before_stages + i);
     current = out;
   }
-  {
-    Step d2h{OpKind::d2h, -1, 0, {current}, {}};
-    if (shape_.stage_out) {
-      int pinned_out = static_cast<int>(buffers_.size());
-      buffers_.push_back("pinned out");
-      d2h.writes.push_back(pinned_out);
-      steps_.push_back(d2h);
-      steps_.push_back({OpKind::host_out, -1, 0, {pinned_out}, {}});
-    } else {
-      steps_.push_back(d2h);
-    }
+  if (can_stage_out) {
+    const int pinned_out = static_cast<int>(buffers_.size());
+    buffers_.push_back("pinned out");
+    add({OpKind::d2h, -1, 0, {current}, {pinned_out}, true}, fam_d2h);
+    if (mixed) add({OpKind::d2h, -1, 0, {current}, {}, false}, fam_d2h);
+    add({OpKind::host_out, -1, 0, {pinned_out}, {}, true}, fam_host_out);
+  } else {
+    add({OpKind::d2h, -1, 0, {current}, {}, false}, fam_d2h);
   }
   for (const Step& s : steps_) max_ahead_ = std::max(max_ahead_, s.ahead);
 
+  // The steps each kind of run uses: variant = stage_in | stage_out << 1.
+  for (int v = 0; v < 4; ++v) {
+    const bool in = (v & 1) != 0, out = (v & 2) != 0;
+    variant_ok_[v] = mixed || (in == shape_.stage_in && out == shape_.stage_out);
+    if (!variant_ok_[v]) continue;
+    for (std::size_t s = 0; s < steps_.size(); ++s) {
+      const Step& st = steps_[s];
+      bool use = true;
+      if (st.kind == OpKind::host_in) use = in;
+      if (st.kind == OpKind::h2d) use = st.staged == in;
+      if (st.kind == OpKind::d2h) use = st.staged == out;
+      if (st.kind == OpKind::host_out) use = out;
+      if (use) active_[v].push_back(static_cast<int>(s));
+    }
+  }
+
   state_.resize(static_cast<std::size_t>(depth_) * buffers_.size());
-  recent_.assign(steps_.size(), std::vector<Access>(static_cast<std::size_t>(depth_)));
+  recent_.assign(static_cast<std::size_t>(fam_host_out + 1), std::vector<Access>(static_cast<std::size_t>(depth_)));
   // Every wait is a command the stream's front end must process before the
   // next copy or kernel. With a deep ring, one wait can free a batch of
   // slots at once: it is taken on the op that last used the batch's final
@@ -164,6 +187,14 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
         break;
       }
     }
+  }
+  // Waits reach back at most depth chunks plus how far host-in runs ahead
+  // (and a run that ended early skips at most that many); a multiple of the
+  // depth keeps each of an executor's entries on one slot, so one queue.
+  {
+    const auto d = static_cast<std::size_t>(depth_);
+    const std::size_t r = d + static_cast<std::size_t>(max_ahead_) + 2;
+    reach_ = d * ((r + d - 1) / d);
   }
   // Which steps' accesses to a slot's buffers conflict (one writes what the
   // other reads or writes): only those are ever ordered by a wait.
@@ -184,6 +215,8 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   }
   clocks_.assign(queues_.size(), std::vector<std::size_t>(queues_.size(), 0));
   queue_len_.assign(queues_.size(), 0);
+  run_tail_.assign(queues_.size(), Access{});
+  clock_.assign(queues_.size(), 0);
 }
 
 inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
@@ -202,21 +235,31 @@ inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
 // Whether a later op may have to wait for op (step, chunk) by its event.
 // Waits only ever order conflicting accesses to one slot's buffers, and those
 // come from two places: later steps of the same chunk, and the steps of the
-// chunk that next uses the slot (chunk + depth). An op needs an event only if
-// one of those runs on another queue; an op whose conflicts all share its
-// stream (slot_streams, serial) is ordered by the stream alone. Host ops are
-// waited for by queue position and always count. Across laps, device waiters
-// on a batched ring wait only for the last chunk of a batch (see emit()).
+// chunk that next uses the slot (chunk + depth, in whichever run, so any
+// step of the table). An op needs an event only if one of those runs on
+// another queue; an op whose conflicts all share its stream (slot_streams,
+// serial) is ordered by the stream alone. Host ops are waited for by queue
+// position and always count. Across laps, device waiters on a batched ring
+// wait only for the last chunk of a batch (see emit()), or for the last
+// chunk of a run cut short, whose batch the next run will not fill.
 inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
   const auto s = static_cast<std::size_t>(step);
   const int q = queue_of(steps_[s], chunk);
   if (queues_[static_cast<std::size_t>(q)].kind == QueueKind::host) return true;
   const std::size_t n = steps_.size();
-  for (std::size_t later = s + 1; later < n; ++later) {
-    if (conflicts_[s * n + later] && queue_of(steps_[later], chunk) != q) return true;
+  const std::vector<int>& used = active();
+  bool after = false;
+  for (int later : used) {
+    if (later == step) {
+      after = true;
+      continue;
+    }
+    const auto l = static_cast<std::size_t>(later);
+    if (after && conflicts_[s * n + l] && queue_of(steps_[l], chunk) != q) return true;
   }
   const std::size_t next = chunk + static_cast<std::size_t>(depth_);
-  const bool last_of_batch = wait_batch_ == 1 || chunk % wait_batch_ == wait_batch_ - 1;
+  const bool cut_last = truncated_ && chunk + 1 == run_base_ + run_chunks_;
+  const bool last_of_batch = wait_batch_ == 1 || chunk % wait_batch_ == wait_batch_ - 1 || cut_last;
   for (std::size_t other = 0; other < n; ++other) {
     if (!conflicts_[s * n + other]) continue;
     const int waiter = queue_of(steps_[other], next);
@@ -226,101 +269,262 @@ inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
   return false;
 }
 
-inline bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out) {
-  if (tick_ >= chunk_limit) return false;
-  for (std::size_t s = 0; s < steps_.size(); ++s) {
-    const std::size_t chunk = tick_ + static_cast<std::size_t>(steps_[s].ahead);
+inline void PlanBuilder::begin_run(const RunSpec& spec) {
+  if (run_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_run: a run is already open");
+  const int v = (spec.stage_in ? 1 : 0) | (spec.stage_out ? 2 : 0);
+  if (!variant_ok_[v]) {
+    throw config_error(std::string("chunkpipe: this schedule was built for runs that ") +
+                       (shape_.stage_in ? "stage" : "do not stage") + " inputs and " +
+                       (shape_.stage_out ? "stage" : "do not stage") +
+                       " outputs; set PlanShape::per_run_staging to mix them");
+  }
+  // After a run that ended early, host-in ops were issued for chunks it
+  // never reached; the next run starts past them, at the start of a batch,
+  // so batched waits find each batch whole.
+  std::size_t base = next_chunk_;
+  if (skipped_ && wait_batch_ > 1) base = (base + wait_batch_ - 1) / wait_batch_ * wait_batch_;
+  run_open_ = true;
+  variant_ = v;
+  spec_ = spec;
+  run_base_ = base;
+  next_chunk_ = base;
+  run_chunks_ = spec.chunks;
+  truncated_ = false;
+  tick_ = 0;
+  tick_open_ = false;
+  run_first_op_ = next_id_;
+  skipped_ = false;
+  for (Access& a : run_tail_) a.valid = false;
+}
+
+inline void PlanBuilder::set_run_chunks(std::size_t chunks) {
+  if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::set_run_chunks: no run is open");
+  if (chunks == run_chunks_) return;
+  if (chunks > run_chunks_) {
+    throw std::logic_error("chunkpipe: PlanBuilder::set_run_chunks: a run cannot grow (" +
+                           std::to_string(run_chunks_) + " chunks, asked for " + std::to_string(chunks) + ")");
+  }
+  if (chunks < tick_ + 1) {
+    throw std::logic_error("chunkpipe: PlanBuilder::set_run_chunks: " + std::to_string(chunks) +
+                           " chunks, but tick " + std::to_string(tick_) + " is already under way");
+  }
+  run_chunks_ = chunks;
+  truncated_ = true;
+}
+
+inline void PlanBuilder::emit_chunk_steps(bool ahead, std::size_t tick, OpBatch& out) {
+  // The first half of a tick is host-in, whose chunk a Source fills before
+  // anything else of that chunk can be sized; the second half the rest.
+  for (int s : active()) {
+    const Step& st = steps_[static_cast<std::size_t>(s)];
+    const int a = st.ahead;
+    if ((st.kind == OpKind::host_in) != ahead) continue;
+    const std::size_t chunk = tick + static_cast<std::size_t>(a);
     // An ahead step issues chunks 0..ahead-1 of its own at tick 0, so the
     // ring starts full.
-    if (tick_ == 0) {
-      for (std::size_t c = 0; c < chunk && c < chunk_limit; ++c) emit(static_cast<int>(s), c, out);
+    if (a > 0 && tick == 0) {
+      for (std::size_t c = 0; c < chunk && c < run_chunks_; ++c) emit(s, c, out);
     }
-    if (chunk < chunk_limit) emit(static_cast<int>(s), chunk, out);
+    if (chunk < run_chunks_) emit(s, chunk, out);
   }
-  ++tick_;
+}
+
+inline bool PlanBuilder::begin_tick(OpBatch& out) {
+  if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_tick: no run is open");
+  if (tick_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_tick: the last tick is not finished");
+  if (tick_ >= run_chunks_) return false;
+  emit_chunk_steps(true, tick_, out);
+  tick_open_ = true;
   return true;
 }
 
-inline void PlanBuilder::emit(int step_index, std::size_t chunk, std::vector<Op>& out) {
+inline void PlanBuilder::finish_tick(OpBatch& out) {
+  if (!tick_open_) throw std::logic_error("chunkpipe: PlanBuilder::finish_tick: no tick is open");
+  emit_chunk_steps(false, tick_, out);
+  ++tick_;
+  tick_open_ = false;
+}
+
+inline bool PlanBuilder::next_tick(OpBatch& out) {
+  if (!begin_tick(out)) return false;
+  finish_tick(out);
+  return true;
+}
+
+inline bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out) {
+  if (!run_open_) begin_run(RunSpec{unknown_chunks, shape_.stage_in, shape_.stage_out, 0});
+  if (chunk_limit <= tick_) return false;
+  if (chunk_limit < run_chunks_) set_run_chunks(chunk_limit);
+  compat_.clear();
+  const bool more = next_tick(compat_);
+  out.insert(out.end(), compat_.begin(), compat_.end());
+  return more;
+}
+
+inline PlanRun PlanBuilder::end_run() {
+  if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::end_run: no run is open");
+  if (tick_open_ || tick_ < run_chunks_) {
+    throw std::logic_error("chunkpipe: PlanBuilder::end_run: the run has ticks left");
+  }
+  PlanRun r;
+  r.first_chunk = run_base_;
+  r.chunks = run_chunks_;
+  r.first_op = run_first_op_;
+  r.ops = next_id_ - run_first_op_;
+  r.stage_in = (variant_ & 1) != 0;
+  r.stage_out = (variant_ & 2) != 0;
+  r.elems = spec_.elems;
+  // The run's last op on each queue, less those another such op waits for
+  // (directly or not): what is left implies every op of the run.
+  for (std::size_t q = 0; q < run_tail_.size(); ++q) {
+    const Access& t = run_tail_[q];
+    if (!t.valid) continue;
+    bool implied = false;
+    for (std::size_t o = 0; o < run_tail_.size() && !implied; ++o) {
+      implied = o != q && run_tail_[o].valid && run_tail_[o].clock[q] >= t.pos;
+    }
+    if (!implied) r.tail.push_back(t.op);
+  }
+  std::sort(r.tail.begin(), r.tail.end());
+  skipped_ = next_chunk_ > run_base_ + run_chunks_;
+  run_open_ = false;
+  return r;
+}
+
+inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& out) {
   const Step& step = steps_[static_cast<std::size_t>(step_index)];
-  Op op;
+  const std::size_t chunk = run_base_ + run_chunk;
+  const auto d = static_cast<std::size_t>(depth_);
+  Op& op = out.add();
   op.id = next_id_++;
   op.chunk = chunk;
   op.step = step_index;
   op.kind = step.kind;
   op.stage = step.stage;
-  op.slot = static_cast<int>(chunk % static_cast<std::size_t>(depth_));
+  op.slot = static_cast<int>(chunk % d);
   op.queue = queue_of(step, chunk);
+  next_chunk_ = std::max(next_chunk_, chunk + 1);
 
   const auto q = static_cast<std::size_t>(op.queue);
   const std::size_t pos = ++queue_len_[q];
-  std::vector<std::size_t> clock = clocks_[q];  // everything before it on its queue
-  clock[q] = pos;
+  clock_ = clocks_[q];  // everything before it on its queue
+  clock_[q] = pos;
 
   // Every earlier access this one conflicts with: the last writer of each
   // buffer it touches, and for buffers it writes, every reader since then.
-  std::vector<const Access*> before;
+  before_.clear();
   const std::size_t base = static_cast<std::size_t>(op.slot) * buffers_.size();
   auto touch = [&](int buffer, bool writes) {
     const BufferState& b = state_[base + static_cast<std::size_t>(buffer)];
-    if (b.has_writer) before.push_back(&b.writer);
+    if (b.has_writer) before_.push_back(&b.writer);
     if (writes) {
-      for (const Access& r : b.readers) before.push_back(&r);
+      for (std::size_t r = 0; r < b.n_readers; ++r) before_.push_back(&b.readers[r]);
     }
   };
   for (int b : step.reads) touch(b, false);
   for (int b : step.writes) touch(b, true);
 
   // Latest first: waiting on it often implies the earlier ones.
-  std::sort(before.begin(), before.end(), [](const Access* a, const Access* b) { return a->op > b->op; });
+  std::sort(before_.begin(), before_.end(), [](const Access* a, const Access* b) { return a->op > b->op; });
   const bool on_device = queues_[q].kind == QueueKind::device;
-  for (const Access* a : before) {
-    if (clock[static_cast<std::size_t>(a->queue)] >= a->pos) continue;  // already ordered
+  for (const Access* a : before_) {
+    if (clock_[static_cast<std::size_t>(a->queue)] >= a->pos) continue;  // already ordered
     // Batched slot reuse: the first chunk of each batch of wait_batch_
-    // waits for the same step of a later chunk of the previous lap, on the
-    // same stream, which orders the whole batch's reuse at once; the rest
-    // of the batch then finds its waits already implied.
+    // waits for the same kind of op of the latest chunk of the previous
+    // lap's batch, on the same stream, which orders the whole batch's reuse
+    // at once; the rest of the batch then finds its waits already implied.
     if (on_device && wait_batch_ > 1 && a->chunk < chunk && chunk % wait_batch_ == 0 &&
         queues_[static_cast<std::size_t>(a->queue)].kind == QueueKind::device) {
-      const std::size_t target = std::min(a->chunk + wait_batch_ - 1, chunk - 1);
-      const Access& later = recent_[static_cast<std::size_t>(a->step)][target % static_cast<std::size_t>(depth_)];
-      if (target > a->chunk && later.chunk == target && later.queue == a->queue && later.op > a->op) a = &later;
+      const auto fam = static_cast<std::size_t>(family_[static_cast<std::size_t>(a->step)]);
+      for (std::size_t target = std::min(a->chunk + wait_batch_ - 1, chunk - 1); target > a->chunk; --target) {
+        const Access& later = recent_[fam][target % d];
+        if (later.valid && later.chunk == target && later.queue == a->queue && later.op > a->op) {
+          a = &later;
+          break;
+        }
+      }
     }
     if (!a->signal) {
       throw std::logic_error("chunkpipe: internal error: op #" + std::to_string(op.id) + " must wait for op #" +
                              std::to_string(a->op) + ", which records no event");
     }
     op.waits.push_back(a->op);
-    for (std::size_t i = 0; i < clock.size(); ++i) clock[i] = std::max(clock[i], a->clock[i]);
+    for (std::size_t i = 0; i < clock_.size(); ++i) clock_[i] = std::max(clock_[i], a->clock[i]);
   }
   std::sort(op.waits.begin(), op.waits.end());
 
   op.signal = needs_event(step_index, chunk);
-  const Access self{op.id, op.queue, pos, clock, chunk, step_index, op.signal};
-  recent_[static_cast<std::size_t>(step_index)][chunk % static_cast<std::size_t>(depth_)] = self;
-  for (int b : step.reads) state_[base + static_cast<std::size_t>(b)].readers.push_back(self);
+  self_.op = op.id;
+  self_.queue = op.queue;
+  self_.pos = pos;
+  self_.clock = clock_;
+  self_.chunk = chunk;
+  self_.step = step_index;
+  self_.signal = op.signal;
+  self_.valid = true;
+  recent_[static_cast<std::size_t>(family_[static_cast<std::size_t>(step_index)])][chunk % d] = self_;
+  run_tail_[q] = self_;
+  for (int b : step.reads) {
+    BufferState& s = state_[base + static_cast<std::size_t>(b)];
+    if (s.n_readers < s.readers.size()) {
+      s.readers[s.n_readers] = self_;
+    } else {
+      s.readers.push_back(self_);
+    }
+    ++s.n_readers;
+  }
   for (int b : step.writes) {
     BufferState& s = state_[base + static_cast<std::size_t>(b)];
     s.has_writer = true;
-    s.writer = self;
-    s.readers.clear();
+    s.writer = self_;
+    s.n_readers = 0;
   }
-  clocks_[q] = std::move(clock);
-  out.push_back(std::move(op));
+  clocks_[q] = clock_;
 }
 
-inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks) {
-  PlanBuilder builder(policy, depth, shape);
+namespace detail {
+
+inline Plan plan_header(const PlanBuilder& builder) {
   Plan plan;
   plan.policy = builder.policy();
   plan.depth = builder.depth();
   plan.shape = builder.shape();
-  plan.chunks = chunks;
   plan.queues = builder.queues();
   plan.steps = builder.steps();
   plan.buffers = builder.buffers();
-  while (builder.next_tick(chunks, plan.ops)) {
+  return plan;
+}
+
+inline void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
+  builder.begin_run(spec);
+  OpBatch batch;
+  while (builder.next_tick(batch)) {
+    plan.ops.insert(plan.ops.end(), batch.begin(), batch.end());
+    batch.clear();
   }
+  plan.runs.push_back(builder.end_run());
+}
+
+}  // namespace detail
+
+inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks) {
+  PlanBuilder builder(policy, depth, shape);
+  Plan plan = detail::plan_header(builder);
+  detail::plan_run(builder, RunSpec{chunks, shape.stage_in, shape.stage_out, 0}, plan);
+  plan.chunks = chunks;
+  return plan;
+}
+
+inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vector<RunSpec>& runs) {
+  PlanBuilder builder(policy, depth, shape);
+  Plan plan = detail::plan_header(builder);
+  for (const RunSpec& spec : runs) {
+    if (spec.chunks == unknown_chunks) {
+      throw config_error("chunkpipe: make_plan: every run needs a known chunk count");
+    }
+    detail::plan_run(builder, spec, plan);
+  }
+  for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
   return plan;
 }
 
@@ -329,7 +533,20 @@ inline std::ostream& operator<<(std::ostream& os, const Plan& plan) {
      << (plan.chunks == 1 ? " chunk" : " chunks") << ", queues:";
   for (const Queue& q : plan.queues) os << ' ' << (q.kind == QueueKind::host ? "[host] " : "") << q.name << ';';
   os << "\n   #  chunk  op        slot  queue       waits for\n";
+  std::size_t next_run = plan.runs.size() > 1 ? 0 : plan.runs.size();
   for (const Op& op : plan.ops) {
+    if (next_run < plan.runs.size() && plan.runs[next_run].first_op == op.id) {
+      const PlanRun& r = plan.runs[next_run];
+      os << "  -- run " << next_run << ": ";
+      if (r.chunks == 0) {
+        os << "no chunks";
+      } else {
+        os << "chunks " << r.first_chunk << " to " << r.first_chunk + r.chunks - 1;
+      }
+      os
+         << (r.stage_in ? ", staged in" : "") << (r.stage_out ? ", staged out" : "") << '\n';
+      ++next_run;
+    }
     std::string kind(to_string(op.kind));
     if (op.kind == OpKind::stage) kind += ' ' + std::to_string(op.stage);
     os << std::setw(4) << op.id << "  " << std::setw(5) << op.chunk << "  " << std::left << std::setw(9)

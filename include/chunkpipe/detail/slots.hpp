@@ -27,6 +27,9 @@ inline std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) /
 
 /// Where every array of every plan buffer sits inside one slot. Buffers that
 /// hold pinned staging live in the pinned arena, the rest in device memory.
+/// The layout depends only on the element types, never on which ranges a
+/// run stages: a pinned buffer holds every array, so runs that stage
+/// different sides share one layout and one schedule.
 struct SlotLayout {
   struct Array {
     std::size_t offset = 0;
@@ -46,10 +49,13 @@ struct SlotLayout {
 /// Element sizes of everything that flows through a run.
 struct Flow {
   std::vector<std::size_t> in_sizes;               ///< per input
-  std::vector<bool> in_staged;                     ///< per input
   std::vector<std::vector<std::size_t>> stage_out; ///< per stage, per output
   std::vector<std::size_t> out_sizes;              ///< per output
-  std::vector<bool> out_staged;                    ///< per output
+
+  bool operator==(const Flow& o) const {
+    return in_sizes == o.in_sizes && stage_out == o.stage_out && out_sizes == o.out_sizes;
+  }
+  bool operator!=(const Flow& o) const { return !(*this == o); }
 };
 
 inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t buffers, const Flow& flow,
@@ -59,25 +65,25 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
   l.pinned.assign(buffers, false);
   l.chunk_elems = chunk_elems;
   l.depth = depth;
-  auto sized = [](const std::vector<std::size_t>& sizes, const std::vector<bool>* keep) {
+  auto sized = [](const std::vector<std::size_t>& sizes) {
     std::vector<SlotLayout::Array> a(sizes.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) a[i].elem_size = (keep && !(*keep)[i]) ? 0 : sizes[i];
+    for (std::size_t i = 0; i < sizes.size(); ++i) a[i].elem_size = sizes[i];
     return a;
   };
   for (const Step& s : steps) {
     switch (s.kind) {
       case OpKind::host_in:
-        l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, &flow.in_staged);
+        l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes);
         l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
         break;
-      case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, nullptr); break;
+      case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes); break;
       case OpKind::stage:
         l.arrays[static_cast<std::size_t>(s.writes[0])] =
-            sized(flow.stage_out[static_cast<std::size_t>(s.stage)], nullptr);
+            sized(flow.stage_out[static_cast<std::size_t>(s.stage)]);
         break;
       case OpKind::d2h:
         if (!s.writes.empty()) {
-          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes, &flow.out_staged);
+          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes);
           l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
         }
         break;
@@ -100,6 +106,7 @@ struct Endpoints {
   struct In {
     const std::byte* data = nullptr;
     std::size_t elem_size = 0;
+    std::size_t size = 0; ///< elements the range holds (0 for a Source)
     bool staged = false;  ///< passes through a pinned slot (host_in ops)
     /// A Source: fills `slot` (capacity elements) for `chunk`, returns the count.
     std::function<std::size_t(std::size_t chunk, void* slot, std::size_t capacity)> produce;
@@ -193,7 +200,7 @@ Flow make_flow(types<T...>, types<Stages...>) {
   using ios = typename chain<types<T...>, Stages...>::ios;
   Flow f;
   f.in_sizes = {sizeof(T)...};
-  std::apply([&](auto... io) { (f.stage_out.push_back(sizes_of(typename decltype(io)::out{})), ...); }, ios{});
+  std::apply([&](auto... io) { (f.stage_out.push_back(::chunkpipe::detail::sizes_of(typename decltype(io)::out{})), ...); }, ios{});
   f.out_sizes = f.stage_out.back();
   return f;
 }
@@ -208,7 +215,7 @@ std::tuple<::cuda::std::span<X>...> typed_arrays_impl(const SlotMemory& mem, int
 template <class... X>
 std::tuple<::cuda::std::span<X>...> typed_arrays(const SlotMemory& mem, int buffer, int slot, std::size_t count,
                                                   types<X...>) {
-  return typed_arrays_impl<X...>(mem, buffer, slot, count, std::index_sequence_for<X...>{});
+  return ::chunkpipe::detail::typed_arrays_impl<X...>(mem, buffer, slot, count, std::index_sequence_for<X...>{});
 }
 
 template <class F, std::size_t... I>
@@ -219,7 +226,7 @@ void with_index_impl(std::size_t i, F& f, std::index_sequence<I...>) {
 /// Calls f(std::integral_constant<std::size_t, I>{}) for the runtime index i.
 template <std::size_t N, class F>
 void with_index(std::size_t i, F&& f) {
-  with_index_impl(i, f, std::make_index_sequence<N>{});
+  ::chunkpipe::detail::with_index_impl(i, f, std::make_index_sequence<N>{});
 }
 
 template <class F, class = void>
@@ -236,7 +243,7 @@ template <class... T, class Decide>
 void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
   std::apply(
       [&](const auto&... s) {
-        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), staged(s), {}}), ...);
+        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), s.size, staged(s), {}}), ...);
       },
       in.spans);
 }
@@ -245,7 +252,7 @@ void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
 template <class T, class F, class Decide>
 void add_inputs(Endpoints& e, Source<T, F> in, Decide&&) {
   auto src = std::make_shared<Source<T, F>>(std::move(in));
-  e.in.push_back({nullptr, sizeof(T), true, [src](std::size_t chunk, void* slot, std::size_t capacity) {
+  e.in.push_back({nullptr, sizeof(T), 0, true, [src](std::size_t chunk, void* slot, std::size_t capacity) {
                     const std::size_t n = src->fn(chunk, ::cuda::std::span<T>(static_cast<T*>(slot), capacity));
                     if (n > capacity) {
                       throw pipeline_error("chunkpipe: a source returned " + std::to_string(n) +
@@ -279,27 +286,28 @@ void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&) {
 template <class In, class Out, class Decide>
 Endpoints make_endpoints(In in, Out out, Decide&& staged) {
   Endpoints e;
-  add_inputs(e, std::move(in), staged);
-  add_outputs(e, std::move(out), staged);
+  ::chunkpipe::detail::add_inputs(e, std::move(in), staged);
+  ::chunkpipe::detail::add_outputs(e, std::move(out), staged);
   return e;
 }
 
-/// Runs a host op of chunk `chunk` (elements [offset, offset + count) of
-/// the run): a Source fills its slot, a Sink consumes its slot, staged
-/// ranges are copied with `copy(copies)`. For host_in, `count` is the
+/// Runs a host op of the run's chunk `run_chunk` (elements [offset, offset +
+/// count) of the run): a Source fills its slot, a Sink consumes its slot,
+/// staged ranges are copied with `copy(copies)`. For host_in, `count` is the
 /// slot's capacity when a Source decides the length; returns the elements
 /// the chunk holds (what the Source produced, else `count`). Throws what a
 /// source or sink throws, and pipeline_error when a source produces more
 /// than an output range holds.
 template <class CopyFn>
 std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
-                        std::size_t offset, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy) {
+                        std::size_t run_chunk, std::size_t offset, std::size_t count, std::vector<Copy>& scratch,
+                        CopyFn&& copy) {
   if (count == 0) return 0;
   std::size_t produced = count;
   if (op.kind == OpKind::host_in) {
     for (std::size_t i = 0; i < ends.in.size(); ++i) {
       if (!ends.in[i].produce) continue;
-      produced = ends.in[i].produce(op.chunk, mem.array(step.writes[0], i, op.slot), count);
+      produced = ends.in[i].produce(run_chunk, mem.array(step.writes[0], i, op.slot), count);
       for (std::size_t o = 0; o < ends.out.size(); ++o) {
         const auto& e = ends.out[o];
         if (!e.consume && offset + produced > e.size) {
@@ -310,10 +318,10 @@ std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, c
     }
   } else {
     for (std::size_t o = 0; o < ends.out.size(); ++o) {
-      if (ends.out[o].consume) ends.out[o].consume(op.chunk, offset, mem.array(step.reads[0], o, op.slot), count);
+      if (ends.out[o].consume) ends.out[o].consume(run_chunk, offset, mem.array(step.reads[0], o, op.slot), count);
     }
   }
-  copies_of(op, step, mem, ends, offset, produced, scratch);
+  ::chunkpipe::detail::copies_of(op, step, mem, ends, offset, produced, scratch);
   if (!scratch.empty()) copy(scratch);
   return produced;
 }

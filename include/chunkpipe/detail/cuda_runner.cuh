@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+// What ChunkedPipeline does between a call and the executor: the device,
+// staging decisions and registrations, the checks on a run's ranges, slot
+// memory, the lifetime schedule (the driver) and who issues each run.
+//
+// Each piece lives in its own place: ranges and their checks in
+// run_setup.hpp, the schedule in driver.hpp and plan.hpp, the CUDA work in
+// stream_executor.cuh, the thread that issues staged runs in
+// issue_worker.hpp, a run's state in run_ticket.cuh. This file wires them.
+#pragma once
+
+#include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/memory.cuh>
+#include <chunkpipe/options.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
+#include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/issue_worker.hpp>
+#include <chunkpipe/detail/run_setup.hpp>
+#include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/detail/stream_executor.cuh>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+/// Whether a host range must be staged through pinned slots.
+inline bool needs_staging(const void* p, Memory memory) {
+  if (memory == Memory::pinned) return false;
+  if (memory == Memory::pageable) return true;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // not a pointer CUDA knows: plain host memory
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered;
+}
+
+/// Staging threads per direction for Options::host_threads.
+inline int host_threads_for(const Options& o) {
+  return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
+}
+
+template <class... Stages>
+class CudaRunner {
+ public:
+  /// Throws config_error for bad options or a device that does not exist.
+  CudaRunner(Options options, Stages... stages)
+      : front_(options, std::move(stages)...), device_(pick_device(options)),
+        exec_(front_.stages(), device_, host_threads_for(options), health_, pool_) {
+    exec_.set_logging(options.record_issued);
+  }
+
+  ~CudaRunner() {
+    quiesce();
+    unregister_all();
+  }
+  CudaRunner(const CudaRunner&) = delete;
+  CudaRunner& operator=(const CudaRunner&) = delete;
+
+  PipelineFront<Stages...>& front() noexcept { return front_; }
+  const PipelineFront<Stages...>& front() const noexcept { return front_; }
+  int device() const noexcept { return device_; }
+  bool healthy() const noexcept { return !health_->broken; }
+  void set_link(const LinkModel& link) {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    link_ = link;
+  }
+
+  /// Queues a run and returns its ticket; see ChunkedPipeline::run_async.
+  template <class In, class Out>
+  RunTicket start(In&& in, Out&& out, const After& order) {
+    return start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)), ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order);
+  }
+
+  /// Waits for every run queued so far, ignoring their errors (their
+  /// tickets report them). Blocks.
+  void wait_all() {
+    worker_.wait_idle();
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    DeviceGuard guard(device_);
+    exec_.drain();
+  }
+
+  /// Waits for the most recent run; throws its error.
+  void wait_last() {
+    std::shared_ptr<RunState> last;
+    {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      last = last_;
+    }
+    if (last) last->wait();
+  }
+
+  /// A copy of the most recent run's report (profiling on, run waited for).
+  Report report() const {
+    std::shared_ptr<RunState> last;
+    {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      last = last_;
+    }
+    return RunTicket(last).report();
+  }
+
+  /// Every op issued so far, as the executor issued it (Options::record_issued).
+  Plan issued_plan() {
+    worker_.wait_idle();
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    Plan plan;
+    if (!driver_) return plan;
+    const PlanBuilder& b = driver_->builder();
+    plan.policy = b.policy();
+    plan.depth = b.depth();
+    plan.shape = b.shape();
+    plan.queues = b.queues();
+    plan.steps = b.steps();
+    plan.buffers = b.buffers();
+    plan.ops = exec_.log();
+    plan.runs = runs_log_;
+    for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
+    return plan;
+  }
+
+  /// Waits for work in flight and unregisters every range Staging::registered
+  /// pinned. Throws cuda_error if unregistering fails.
+  void release_registrations() {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    wait_all();
+    DeviceGuard guard(device_);
+    for (const auto& [p, bytes] : registered_) CHUNKPIPE_CUDA_TRY(cudaHostUnregister(const_cast<void*>(p)));
+    registered_.clear();
+  }
+
+  /// Ranges this pipeline registered, as (address, bytes).
+  std::vector<std::pair<const void*, std::size_t>> registrations() const {
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    return registered_;
+  }
+
+ private:
+  static int pick_device(const Options& options) {
+    int count = 0;
+    CHUNKPIPE_CUDA_TRY(cudaGetDeviceCount(&count));
+    if (options.device >= count) {
+      throw config_error("chunkpipe: device " + std::to_string(options.device) + " does not exist (" +
+                         std::to_string(count) + " CUDA devices)");
+    }
+    if (options.device >= 0) return options.device;
+    int d = 0;
+    CHUNKPIPE_CUDA_TRY(cudaGetDevice(&d));
+    return d;
+  }
+
+  template <class InSide, class OutSide>
+  RunTicket start_impl(InSide ins, OutSide outs, const After& order) {
+    using in_types = typename side_types<InSide>::type;
+    static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
+    const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs);
+    std::lock_guard<std::mutex> lock(submit_mutex_);
+    if (health_->broken) {
+      throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
+                           health_->reason() + ")");
+    }
+    DeviceGuard guard(device_);
+
+    // How each pageable range crosses (Options::staging). Registering
+    // blocks here, before anything is queued.
+    const Staging mode = front_.options().staging;
+    auto staged = [&](const auto& s) {
+      if (s.size == 0 || !::chunkpipe::detail::needs_staging(s.data, s.memory)) return false;
+      if (mode == Staging::registered) {
+        register_range(s.data, s.size * sizeof(*s.data));
+        return false;
+      }
+      return mode != Staging::direct;
+    };
+    auto ends = std::make_shared<const Endpoints>(
+        ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged));
+    RunRanges ranges(*ends);
+    ::chunkpipe::detail::check_run_ranges(ranges);
+    std::vector<const RunState*> exempt;
+    for (const RunTicket& t : order.tickets) {
+      if (!t.state()) continue;
+      if (t.state()->host_work) {
+        throw pipeline_error(
+            "chunkpipe: after(ticket): that run ends on host threads (it stages pageable memory or uses a Source "
+            "or Sink), which the device cannot wait for; wait() for it first");
+      }
+      exempt.push_back(t.state().get());
+    }
+    in_flight_.check(ranges, exempt);
+
+    const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
+    if (n != 0) prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out);
+
+    auto run = std::make_shared<RunState>();
+    run->device = device_;
+    run->health = health_;
+    run->pool = pool_;
+    run->ends = ends;
+    run->host_work = spec.stage_in || spec.stage_out;
+    run->profile = front_.options().profile;
+    run->completion.set_hooks(ends->finish, ends->abort);
+    for (const RunTicket& t : order.tickets) {
+      if (t.state()) run->after_runs.push_back(t.state());
+    }
+    for (cudaStream_t s : order.streams) {
+      Event e = pool_->get();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
+      run->gates.push_back(std::move(e));
+    }
+    for (cudaEvent_t user : order.events) {
+      // The event's latest record, taken now: a stream of ours waits for
+      // it and records one of ours.
+      if (!gate_) gate_ = Stream::create();
+      Event e = pool_->get();
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate_.get(), user, 0));
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate_.get()));
+      run->gates.push_back(std::move(e));
+    }
+    if (run->profile) {
+      Report& r = run->report;
+      const Geometry& g = front_.geometry();
+      r.label = std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth);
+      r.policy = g.policy;
+      r.depth = g.depth;
+      r.chunk_elems = g.chunk_elems;
+      r.link = link_;
+    }
+    last_ = run;
+    if (n == 0) {  // nothing to queue; wait() still finishes a Sink
+      run->mark_issued();
+      return RunTicket(run);
+    }
+    in_flight_.add(run, std::move(ranges));
+
+    const std::size_t index = runs_started_++;
+    auto job = [this, run, spec, n, index] { issue<in_types>(run, spec, n, index); };
+    if (!run->host_work && worker_.idle()) {
+      job();  // the caller issues: nothing of this run blocks on the host
+    } else {
+      worker_.push(std::move(job));
+    }
+    return RunTicket(run);
+  }
+
+  // Issues one run through the driver. Never throws: what goes wrong is
+  // the run's error; a schedule left torn by a CUDA call that failed is
+  // dropped, after everything in flight has stopped, for a fresh one.
+  template <class In>
+  void issue(const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    try {
+      DeviceGuard guard(device_);
+      if (!driver_) fresh_schedule();
+      NvtxRange range(run_name_, index);
+      typename StreamExecutor<Stages...>::Run r;
+      r.state = run;
+      r.index = index;
+      if (run->profile) {
+        run->report.queues = driver_->builder().queues();
+      }
+      const PlanRun done = driver_->template issue_run<In>(exec_, r, spec, n);
+      run->elems = n == unknown_length ? done.elems : n;
+      run->chunks = (run->elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
+      if (front_.options().record_issued) runs_log_.push_back(done);
+    } catch (...) {
+      run->fail(std::current_exception());
+      exec_.drain();
+      driver_.reset();
+    }
+    run->mark_issued();
+  }
+
+  // The slots and schedule for runs of this flow (element types). The first
+  // run allocates them; a run whose element types lay the slots out
+  // differently waits for every run in flight first. Throws config_error
+  // when the slots do not fit in free device memory.
+  void prepare(const Flow& flow, bool staged) {
+    if (flow_ && *flow_ == flow && (!staged || pinned_arena_.size() >= layout_.pinned_bytes())) return;
+    worker_.wait_idle();
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    const bool new_flow = !flow_ || *flow_ != flow;
+    if (new_flow) {
+      exec_.drain();
+      driver_.reset();
+      const Geometry& g = front_.geometry();
+      PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
+      layout_ = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow, g.chunk_elems,
+                                                      g.depth);
+      ensure_device_arena();
+      flow_ = &flow;
+    }
+    // Pinned slots only for pipelines that stage; no op uses them before
+    // the first staged run, so they can appear without a drain.
+    if (staged && pinned_arena_.size() < layout_.pinned_bytes()) pinned_arena_ = PinnedBuffer(layout_.pinned_bytes());
+    mem_ = SlotMemory{&layout_, device_arena_.data(), pinned_arena_.data()};
+    exec_.set_memory(mem_);
+  }
+
+  // A new lifetime schedule: chunk and op numbers start again. Only when
+  // nothing is in flight (the first run, new element types, or after a
+  // schedule was torn).
+  void fresh_schedule() {
+    const Geometry& g = front_.geometry();
+    driver_.emplace(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems);
+    exec_.configure(driver_->builder(), mem_);
+    runs_log_.clear();
+  }
+
+  void ensure_device_arena() {
+    const std::size_t dev = layout_.device_bytes();
+    if (device_arena_.size() >= dev) return;
+    std::size_t free = 0, total = 0;
+    CHUNKPIPE_CUDA_TRY(cudaMemGetInfo(&free, &total));
+    free += device_arena_.size();
+    if (dev > free) {
+      throw config_error("chunkpipe: the slots need " + mib(dev) + " of device memory (" +
+                         std::to_string(layout_.depth) + " slots of " + mib(layout_.device_slot_bytes) +
+                         ") but only " + mib(free) + " are free on device " + std::to_string(device_) +
+                         "; use a smaller chunk_elems or depth");
+    }
+    device_arena_ = DeviceBuffer();
+    device_arena_ = DeviceBuffer(dev);
+  }
+
+  static std::string mib(std::size_t bytes) {
+    char s[32];
+    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    return s;
+  }
+
+  /// Pins a pageable range in place for Staging::registered, once: the
+  /// registration is cached until release_registrations(). Blocks (pinning
+  /// takes tens to hundreds of ms per GiB); throws cuda_error on failure.
+  void register_range(const void* p, std::size_t bytes) {
+    for (const auto& [q, b] : registered_) {
+      if (p >= q && static_cast<const std::byte*>(p) + bytes <= static_cast<const std::byte*>(q) + b) return;
+    }
+    CHUNKPIPE_CUDA_TRY(cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault));
+    registered_.emplace_back(p, bytes);
+  }
+
+  void unregister_all() noexcept {
+    for (const auto& [p, bytes] : registered_) {
+      if (cudaHostUnregister(const_cast<void*>(p)) != cudaSuccess) (void)cudaGetLastError();
+    }
+    registered_.clear();
+  }
+
+  /// Everything stopped, for the destructor. Never throws.
+  void quiesce() noexcept {
+    worker_.stop();
+    int previous = 0;
+    const bool switched =
+        cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+    exec_.drain();
+    if (switched) (void)cudaSetDevice(previous);
+  }
+
+  PipelineFront<Stages...> front_;
+  int device_ = 0;
+  std::shared_ptr<Health> health_ = std::make_shared<Health>();
+  std::shared_ptr<EventPool> pool_ = std::make_shared<EventPool>();
+  LinkModel link_;
+
+  // Guarded by submit_mutex_: what run_async() reads and writes.
+  mutable std::mutex submit_mutex_;
+  InFlightRanges<RunState> in_flight_;
+  std::shared_ptr<RunState> last_;
+  std::vector<std::pair<const void*, std::size_t>> registered_;  // Staging::registered ranges
+  Stream gate_;  // takes snapshots of user events (after(event))
+  std::size_t runs_started_ = 0;
+
+  // Guarded by issue_mutex_ (and changed only when nothing is being issued):
+  // the schedule, the executor and slot memory.
+  std::mutex issue_mutex_;
+  const Flow* flow_ = nullptr;
+  SlotLayout layout_;
+  DeviceBuffer device_arena_;
+  PinnedBuffer pinned_arena_;
+  SlotMemory mem_;
+  StreamExecutor<Stages...> exec_;
+  std::optional<Driver<StreamExecutor<Stages...>>> driver_;
+  std::vector<PlanRun> runs_log_;
+  NvtxName run_name_{"chunkpipe run"};
+
+  IssueWorker worker_;  // last: stopped first, before what its jobs use goes
+};
+
+}  // namespace chunkpipe::detail

@@ -1,0 +1,279 @@
+// SPDX-License-Identifier: MIT
+// The host executor: runs a schedule's ops on the CPU, for the host backend.
+// Host-only C++, no CUDA.
+//
+// Copies are memcpy, Map functors (marked CHUNKPIPE_HOST_DEVICE) run on the
+// host element by element, ChunkFn functors get host spans and no stream.
+// Slot buffers are poisoned when allocated, so an op that reads a buffer
+// nothing wrote produces garbage rather than a lucky zero.
+//
+// Issued ops join a graph of what may run (queue order and waits, across
+// every run in flight); they run in an order chosen by a seeded random walk
+// over it: any op whose queue predecessor and waits are done may go next,
+// now and then while ops are still being issued. A plan missing an edge
+// therefore gives wrong output for some seed, which is how CI tests data
+// movement, ragged tails, staging and back-to-back runs end to end.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/completion.hpp>
+#include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/slots.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+/// One run on the host backend: what its ops read and write, how it ends.
+struct HostRun {
+  std::shared_ptr<const Endpoints> ends;
+  RunCompletion completion;
+  std::size_t first_chunk = 0;  ///< the run's chunk 0 in the schedule
+  std::size_t pending = 0;      ///< ops issued and not yet run
+  bool issued = false;          ///< every op has been issued
+  bool source_ended = false;    ///< its Source returned a short chunk
+  std::size_t elems = 0;        ///< elements moved (learned from a Source)
+  std::size_t chunks = 0;       ///< chunks that held elements
+
+  bool failed() const noexcept { return completion.failed(); }
+  bool ready() const noexcept { return issued && pending == 0; }
+};
+
+/// A HostRun as the driver and the executor pass it: the executor's graph
+/// keeps each run alive until its last op has run.
+struct HostRunRef {
+  std::shared_ptr<HostRun> run;
+  bool failed() const noexcept { return run->failed(); }
+};
+
+template <class... Stages>
+class HostExecutor {
+  /// Calls stage op.stage for a run whose inputs are `In`.
+  using StageFn = void (*)(std::tuple<Stages...>&, const Op&, const Step&, const SlotMemory&, std::size_t run_chunk,
+                           std::size_t offset, std::size_t count);
+
+ public:
+  HostExecutor(std::tuple<Stages...>& stages, std::uint64_t seed) : stages_(&stages), rng_(seed), seed_(seed) {}
+
+  void set_seed(std::uint64_t seed) {
+    seed_ = seed;
+    rng_.seed(seed);
+  }
+
+  /// Starts over with a schedule's tables and a slot layout; nothing may be
+  /// in flight. Slot memory is poisoned.
+  void reset(const std::vector<Step>& steps, std::size_t queues, const SlotLayout& layout) {
+    steps_ = steps;
+    layout_ = layout;
+    device_.assign(layout_.device_bytes(), std::byte{0xFF});
+    pinned_.assign(layout_.pinned_bytes(), std::byte{0xFF});
+    mem_ = SlotMemory{&layout_, device_.data(), pinned_.data()};
+    ops_.clear();
+    tail_.assign(queues, none);
+    ready_.clear();
+  }
+
+  const SlotLayout& layout() const noexcept { return layout_; }
+
+  void begin_run(HostRunRef& ref, std::size_t first_chunk) { ref.run->first_chunk = first_chunk; }
+
+  template <class In>
+  void issue(const Op& op, const OpWork& w, HostRunRef& ref) {
+    HostRun& run = *ref.run;
+    if (op.id != ops_.size()) throw std::logic_error("chunkpipe: host executor: ops out of order");
+    Entry e;
+    e.op = op;
+    e.work = w;
+    e.run = ref.run;
+    e.stage = &HostExecutor::template call_stage<In>;
+    ops_.push_back(std::move(e));
+    ++run.pending;
+    const std::size_t id = op.id;
+    std::size_t& t = tail_[static_cast<std::size_t>(op.queue)];
+    if (t != none) after(t, id);
+    t = id;
+    for (std::size_t dep : op.waits) after(dep, id);
+    if (ops_[id].pending == 0) ready_.push_back(id);
+    // Run something now and then while ops are still being issued, as a
+    // GPU would, so shuffled orders include those.
+    if (seed_ != 0 && !ready_.empty() && rng_() % 3 == 0) step();
+  }
+
+  void wait_host(std::size_t id) {
+    while (!ops_.at(id).done) {
+      if (!step()) throw pipeline_error("chunkpipe: host backend: the schedule's dependencies form a cycle");
+    }
+  }
+
+  void end_run(HostRunRef& ref, const PlanRun&) { ref.run->issued = true; }
+
+  /// Runs ops until `run` has none left. Throws pipeline_error for a cycle.
+  void finish(const HostRun& run) {
+    while (run.pending != 0) {
+      if (!step()) throw pipeline_error("chunkpipe: host backend: the schedule's dependencies form a cycle");
+    }
+  }
+  /// Runs every op issued.
+  void drain() {
+    while (step()) {
+    }
+  }
+
+  /// Every op issued since the last reset(), in issue order.
+  std::vector<Op> issued_ops() const {
+    std::vector<Op> out;
+    out.reserve(ops_.size());
+    for (const Entry& e : ops_) out.push_back(e.op);
+    return out;
+  }
+
+ private:
+  static constexpr std::size_t none = static_cast<std::size_t>(-1);
+
+  struct Entry {
+    Op op;
+    OpWork work;
+    std::shared_ptr<HostRun> run;
+    StageFn stage = nullptr;
+    std::vector<std::size_t> next;
+    std::size_t pending = 0;
+    bool done = false;
+  };
+
+  void after(std::size_t before, std::size_t id) {
+    if (before >= ops_.size()) throw std::logic_error("chunkpipe: host executor: a wait for an op not yet issued");
+    if (ops_[before].done) return;
+    ops_[before].next.push_back(id);
+    ++ops_[id].pending;
+  }
+
+  // Runs one ready op; false if none is ready.
+  bool step() {
+    if (ready_.empty()) return false;
+    std::size_t pick = 0;
+    if (seed_ != 0) {
+      pick = static_cast<std::size_t>(rng_() % ready_.size());
+    } else {
+      for (std::size_t i = 1; i < ready_.size(); ++i) {
+        if (ready_[i] < ready_[pick]) pick = i;
+      }
+    }
+    const std::size_t id = ready_[pick];
+    ready_[pick] = ready_.back();
+    ready_.pop_back();
+    execute(ops_[id]);
+    Entry& e = ops_[id];
+    e.done = true;
+    --e.run->pending;
+    for (std::size_t s : e.next) {
+      if (--ops_[s].pending == 0) ready_.push_back(s);
+    }
+    e.next.clear();
+    e.run.reset();  // the run may end before the executor does
+    return true;
+  }
+
+  void execute(Entry& e) {
+    HostRun& run = *e.run;
+    const Op& op = e.op;
+    const Step& step = steps_[static_cast<std::size_t>(op.step)];
+    const std::size_t run_chunk = op.chunk - run.first_chunk;
+    const OpWork& w = e.work;
+    auto memcpy_all = [](const std::vector<Copy>& copies) {
+      for (const Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+    };
+    try {
+      if (w.produced) {
+        // A Source's chunk: it decides the size, until it has ended.
+        *w.produced = 0;
+        if (run.failed() || run.source_ended) return;
+        const std::size_t got =
+            ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all);
+        *w.produced = got;
+        run.elems += got;
+        if (got > 0) ++run.chunks;
+        if (got < w.count) run.source_ended = true;
+        return;
+      }
+      if (w.count == 0 || run.failed()) return;
+      switch (op.kind) {
+        case OpKind::stage: e.stage(*stages_, op, step, mem_, run_chunk, w.offset, w.count); break;
+        case OpKind::host_in:
+        case OpKind::host_out:
+          ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all);
+          break;
+        case OpKind::h2d:
+        case OpKind::d2h:
+          ::chunkpipe::detail::copies_of(op, step, mem_, *run.ends, w.offset, w.count, scratch_);
+          memcpy_all(scratch_);
+          break;
+      }
+    } catch (...) {
+      if (w.produced) run.source_ended = true;
+      run.completion.fail(std::current_exception());
+    }
+  }
+
+  template <class In>
+  static void call_stage(std::tuple<Stages...>& stages, const Op& op, const Step& step, const SlotMemory& mem,
+                         std::size_t run_chunk, std::size_t offset, std::size_t count) {
+    using ios = typename chain<In, Stages...>::ios;
+    ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
+      using io = std::tuple_element_t<decltype(I)::value, ios>;
+      auto& stage = std::get<decltype(I)::value>(stages);
+      auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
+      auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+      HostExecutor::invoke(stage, ins, outs, run_chunk, offset, count);
+    });
+  }
+
+  template <class F, class... I, class... O>
+  static void invoke(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      auto r = std::apply([&](const auto&... s) { return stage.fn(s[i]...); }, ins);
+      if constexpr (sizeof...(O) == 1) {
+        std::get<0>(outs)[i] = r;
+      } else {
+        HostExecutor::assign_all(outs, r, i, std::index_sequence_for<O...>{});
+      }
+    }
+  }
+
+  template <class Outs, class R, std::size_t... K>
+  static void assign_all(const Outs& outs, const R& r, std::size_t i, std::index_sequence<K...>) {
+    ((std::get<K>(outs)[i] = ::cuda::std::get<K>(r)), ...);
+  }
+
+  template <class F, class... X, class... I, class... O>
+  static void invoke(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
+                     std::size_t count) {
+    ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, {}, Backend::host};
+    stage.fn(ctx);
+  }
+
+  std::tuple<Stages...>* stages_;
+  std::vector<Step> steps_;
+  SlotLayout layout_;
+  std::vector<std::byte> device_, pinned_;
+  SlotMemory mem_;
+  std::vector<Entry> ops_;        // [op id]
+  std::vector<std::size_t> tail_; // [queue]: its last op
+  std::vector<std::size_t> ready_;
+  std::vector<Copy> scratch_;
+  std::mt19937_64 rng_;
+  std::uint64_t seed_;
+};
+
+}  // namespace chunkpipe::detail

@@ -1,0 +1,464 @@
+// SPDX-License-Identifier: MIT
+// The CUDA stream executor: turns schedule ops into cudaMemcpyAsync, kernel
+// launches, cudaEventRecord and cudaStreamWaitEvent on streams it owns, and
+// host staging work on its host worker threads. The driver (driver.hpp)
+// hands it ops in issue order, run after run.
+//
+// It never touches the legacy default stream and never synchronises inside
+// the chunk loop. The only places the issuing thread blocks are the ones a
+// schedule makes unavoidable: a device op that waits for a host op (an H2D
+// that needs its pinned slot filled, a D2H that needs its pinned slot
+// emptied) waits for that host task, while the GPU keeps working on what
+// was issued. Host tasks wait for device ops with cudaEventSynchronize on
+// events of their own, so a staged run's host work starts while earlier
+// runs' GPU work is still in flight.
+//
+// An op's completion event lives in a ring indexed by (step, chunk %
+// reach): an entry is recorded again only by the same step of the same
+// slot `reach` chunks later, on the same queue, so a late waiter only ever
+// waits for more (PlanBuilder::reach).
+#pragma once
+
+#include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/memory.cuh>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/copy_team.hpp>
+#include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/host_queue.hpp>
+#include <chunkpipe/detail/map_kernel.cuh>
+#include <chunkpipe/detail/nvtx.hpp>
+#include <chunkpipe/detail/slots.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+template <class... Stages>
+class StreamExecutor {
+ public:
+  /// A run as the driver hands it over.
+  struct Run {
+    std::shared_ptr<RunState> state;
+    std::size_t first_chunk = 0;
+    std::size_t index = 0;           ///< runs issued before it: its NVTX number
+    std::vector<char> started;       ///< [queue]: has issued its first op (when gated)
+    bool gated = false;              ///< starts after other work (after(...))
+    bool failed() const noexcept { return state->failed(); }
+  };
+
+  StreamExecutor(std::tuple<Stages...>& stages, int device, int host_threads, std::shared_ptr<Health> health,
+                 std::shared_ptr<EventPool> pool)
+      : stages_(&stages), device_(device), host_threads_(host_threads), health_(std::move(health)),
+        pool_(std::move(pool)) {}
+
+  StreamExecutor(const StreamExecutor&) = delete;
+  StreamExecutor& operator=(const StreamExecutor&) = delete;
+  /// Waits for everything in flight. Never throws.
+  ~StreamExecutor() { drain(); }
+
+  /// Takes a schedule's tables (queues, steps, reach) and slot memory;
+  /// nothing may be in flight. Creates the streams, events and names it
+  /// lacks; host workers start when a run first stages. Throws cuda_error.
+  void configure(const PlanBuilder& b, const SlotMemory& mem) {
+    mem_ = mem;
+    queues_ = b.queues();
+    steps_ = b.steps();
+    depth_ = static_cast<std::size_t>(b.depth());
+    reach_ = b.reach();
+    device_queues_ = 0;
+    for (const Queue& q : queues_) device_queues_ += q.kind == QueueKind::device ? 1 : 0;
+    while (streams_.size() < device_queues_) streams_.push_back(Stream::create());
+    host_.resize(queues_.size() - device_queues_);
+    ring_.resize(steps_.size());
+    for (auto& events : ring_) {
+      while (events.size() < reach_) events.push_back(Event::create());
+    }
+    records_.assign(steps_.size() * reach_, Record{});
+    last_.assign(steps_.size() * depth_, Record{});
+    names_.clear();
+    for (const Step& s : steps_) names_.emplace_back(step_name(s).c_str());
+    log_.clear();
+  }
+
+  /// Moves slot memory (a pinned arena allocated for the first staged run).
+  void set_memory(const SlotMemory& mem) noexcept { mem_ = mem; }
+
+  /// Keep a copy of every op as issued: the waits the executor really made
+  /// (events and host waits) and whether it recorded an event.
+  void set_logging(bool on) noexcept { logging_ = on; }
+  const std::vector<Op>& log() const noexcept { return log_; }
+
+  cudaStream_t stream(std::size_t q) const noexcept { return streams_[q].get(); }
+  std::size_t device_queues() const noexcept { return device_queues_; }
+
+  void begin_run(Run& run, std::size_t first_chunk) {
+    run.first_chunk = first_chunk;
+    RunState& st = *run.state;
+    run.gated = !st.gates.empty() || !st.after_runs.empty();
+    if (run.gated) run.started.assign(queues_.size(), 0);
+    if (st.profile) {
+      // One origin for every stream's timings. Every stream waits for it, so
+      // a profiled run does not overlap the work queued before it.
+      st.origin = Event::create(true);
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(st.origin.get(), streams_[0].get()));
+      st.host_origin = std::chrono::steady_clock::now();
+      for (std::size_t q = 1; q < device_queues_; ++q) {
+        CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(streams_[q].get(), st.origin.get(), 0));
+      }
+    }
+  }
+
+  template <class In>
+  void issue(const Op& op, const OpWork& w, Run& run) {
+    Record& rec = records_[op.id % records_.size()];
+    rec = Record{op.id, op.step, op.chunk, op.queue, 0, op.signal || is_host_queue(op.queue)};
+    Op* logged = nullptr;
+    if (logging_) {
+      log_.push_back(op);
+      logged = &log_.back();
+      logged->waits.clear();
+      logged->signal = false;
+    }
+    if (is_host_queue(op.queue)) {
+      issue_host(op, w, run, rec, logged);
+      last_[op.step * depth_ + static_cast<std::size_t>(op.slot)] = rec;
+      return;
+    }
+    last_[op.step * depth_ + static_cast<std::size_t>(op.slot)] = rec;
+    RunState& st = *run.state;
+    const auto q = static_cast<std::size_t>(op.queue);
+    cudaStream_t stream = streams_[q].get();
+    if (run.gated && !run.started[q]) {
+      // The run's first op on this stream: after what the run was told to follow.
+      for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, g.get(), 0));
+      for (const auto& before : st.after_runs) {
+        for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, t.get(), 0));
+      }
+      run.started[q] = 1;
+    }
+    for (std::size_t id : op.waits) {
+      const Record& dep = record_of(id);
+      if (is_host_queue(dep.queue)) {
+        host_queue(dep.queue).wait_done(dep.host_pos);
+        if (logged) logged->waits.push_back(id);
+      } else if (dep.queue != op.queue) {
+        CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, ring_event(dep), 0));
+        if (logged) logged->waits.push_back(ring_owner(dep));
+      }
+    }
+    NvtxRange range(names_[static_cast<std::size_t>(op.step)], op.chunk - run.first_chunk);
+    RunState::Timed* timed = st.profile && w.count != 0 ? start_timing(st, op, run, w.count) : nullptr;
+    if (timed) {
+      timed->start = Event::create(true);
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->start.get(), stream));
+    }
+    if (w.count != 0) {
+      // What the op does can fail without breaking the schedule: the run
+      // fails, and the op still signals, so later ops and runs stay ordered.
+      try {
+        if (op.kind == OpKind::stage) {
+          launch_stage<In>(op, stream, op.chunk - run.first_chunk, w.offset, w.count);
+        } else {
+          ::chunkpipe::detail::copies_of(op, steps_[static_cast<std::size_t>(op.step)], mem_, *st.ends, w.offset,
+                                         w.count, copies_);
+          for (const Copy& c : copies_) {
+            CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
+            if (timed) timed->op.bytes += c.bytes;
+          }
+        }
+      } catch (const cuda_error& e) {
+        if (is_sticky(e.code())) health_->mark(e.what());
+        st.fail(std::current_exception());
+      } catch (...) {
+        st.fail(std::current_exception());
+      }
+    }
+    if (op.signal) {
+      const auto slot = op.chunk % reach_;
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(ring_[static_cast<std::size_t>(op.step)][slot].get(), stream));
+      if (logged) logged->signal = true;
+    }
+    if (timed) {
+      timed->end = Event::create(true);
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->end.get(), stream));
+    }
+  }
+
+  /// Blocks until host op `id` (issued earlier) has run.
+  void wait_host(std::size_t id) {
+    const Record& r = record_of(id);
+    host_queue(r.queue).wait_done(r.host_pos);
+  }
+
+  void end_run(Run& run, const PlanRun& done) {
+    // The run is complete once its tail ops are: record that on each tail
+    // op's stream now, before any later run's op is issued there. Host
+    // tails are counted by the run itself.
+    RunState& st = *run.state;
+    for (std::size_t id : done.tail) {
+      const Record& r = record_of(id);
+      if (is_host_queue(r.queue)) continue;
+      Event e = pool_->get();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), streams_[static_cast<std::size_t>(r.queue)].get()));
+      st.tails.push_back(std::move(e));
+    }
+  }
+
+  /// Waits for every host task and stream, ignoring errors (they were or
+  /// will be reported by the run that caused them). Never throws.
+  void drain() noexcept {
+    for (auto& h : host_) {
+      if (h.queue) h.queue->drain();
+    }
+    for (Stream& s : streams_) {
+      const cudaError_t e = cudaStreamSynchronize(s.get());
+      if (e != cudaSuccess) {
+        if (is_sticky(e)) health_->mark(std::string("chunkpipe: ") + cudaGetErrorName(e) + " while draining");
+        (void)cudaGetLastError();
+      }
+    }
+  }
+
+ private:
+  struct Record {
+    std::size_t id = static_cast<std::size_t>(-1);
+    int step = 0;
+    std::size_t chunk = 0;
+    int queue = 0;
+    std::size_t host_pos = 0;
+    bool signal = false;
+  };
+
+  // A host op, as its worker runs it. A value with everything it needs, so
+  // that queueing one allocates nothing.
+  struct HostTask {
+    std::shared_ptr<RunState> state;
+    Op op;  // without its waits
+    const Step* step = nullptr;
+    SlotMemory mem;
+    std::size_t run_chunk = 0, offset = 0, count = 0;
+    std::size_t* produced = nullptr;
+    CopyTeam* team = nullptr;
+    RunState::Timed* timed = nullptr;
+    const NvtxName* name = nullptr;
+    bool gated = false;
+    int device = 0;
+    static constexpr int max_deps = 4;
+    cudaEvent_t events[max_deps] = {};
+    int n_events = 0;
+    HostQueue<HostTask>* queues[max_deps] = {};
+    std::size_t positions[max_deps] = {};
+    int n_queues = 0;
+
+    void run() noexcept {
+      RunState& st = *state;
+      try {
+        CHUNKPIPE_CUDA_TRY(cudaSetDevice(device));
+        // Ring events are recorded again only after this task is waited
+        // for, so these still name the ops it depends on.
+        for (int i = 0; i < n_events; ++i) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(events[i]));
+        if (gated) {
+          for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(g.get()));
+          for (const auto& before : st.after_runs) {
+            for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(t.get()));
+          }
+        }
+        for (int i = 0; i < n_queues; ++i) queues[i]->wait_done(positions[i]);
+        std::size_t got = 0;
+        if (count != 0 && !st.failed() && !(produced && st.source_ended)) {
+          NvtxRange range(*name, run_chunk);
+          if (timed) timed->host_start = std::chrono::steady_clock::now();
+          got = ::chunkpipe::detail::run_host_op(op, *step, mem, *st.ends, run_chunk, offset, count, copies,
+                                                 [&](const std::vector<Copy>& c) {
+                                                   team->copy(c);
+                                                   if (timed) {
+                                                     for (const Copy& x : c) timed->op.bytes += x.bytes;
+                                                   }
+                                                 });
+          if (timed) timed->host_end = std::chrono::steady_clock::now();
+        }
+        if (produced) {
+          *produced = got;
+          if (got < count) st.source_ended = true;
+        }
+      } catch (...) {
+        if (produced) {
+          *produced = 0;
+          st.source_ended = true;
+        }
+        st.fail(std::current_exception());
+      }
+      st.host_task_finished();
+      state.reset();
+    }
+    std::vector<Copy> copies;  // scratch, kept with the ring entry
+  };
+
+  struct HostLane {
+    std::unique_ptr<HostQueue<HostTask>> queue;
+    std::unique_ptr<CopyTeam> team;
+  };
+
+  void issue_host(const Op& op, const OpWork& w, Run& run, Record& rec, Op* logged) {
+    RunState& st = *run.state;
+    HostTask t;
+    t.state = run.state;
+    t.op.id = op.id;
+    t.op.chunk = op.chunk;
+    t.op.step = op.step;
+    t.op.kind = op.kind;
+    t.op.stage = op.stage;
+    t.op.slot = op.slot;
+    t.op.queue = op.queue;
+    t.step = &steps_[static_cast<std::size_t>(op.step)];
+    t.mem = mem_;
+    t.run_chunk = op.chunk - run.first_chunk;
+    t.offset = w.offset;
+    t.count = w.count;
+    t.produced = w.produced;
+    t.name = &names_[static_cast<std::size_t>(op.step)];
+    t.device = device_;
+    const auto q = static_cast<std::size_t>(op.queue);
+    if (run.gated && !run.started[q]) {
+      t.gated = true;
+      run.started[q] = 1;
+    }
+    for (std::size_t id : op.waits) {
+      const Record& dep = record_of(id);
+      if (is_host_queue(dep.queue)) {
+        if (dep.queue == op.queue) continue;  // queue order
+        if (t.n_queues == HostTask::max_deps) throw std::logic_error("chunkpipe: internal error: too many host waits");
+        t.queues[t.n_queues] = &host_queue(dep.queue);
+        t.positions[t.n_queues++] = dep.host_pos;
+        if (logged) logged->waits.push_back(id);
+      } else {
+        if (t.n_events == HostTask::max_deps) throw std::logic_error("chunkpipe: internal error: too many event waits");
+        t.events[t.n_events++] = ring_event(dep);
+        if (logged) logged->waits.push_back(ring_owner(dep));
+      }
+    }
+    HostLane& lane = lane_of(op.queue);
+    t.team = lane.team.get();
+    if (st.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
+    st.host_task_started();
+    rec.host_pos = lane.queue->push(std::move(t));
+    if (logged) logged->signal = true;
+  }
+
+  RunState::Timed* start_timing(RunState& st, const Op& op, const Run& run, std::size_t count) {
+    st.timed.emplace_back();
+    RunState::Timed* t = &st.timed.back();
+    t->op = TimedOp{op.id, op.chunk - run.first_chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, 0, count};
+    return t;
+  }
+
+  template <class In>
+  void launch_stage(const Op& op, cudaStream_t stream, std::size_t run_chunk, std::size_t offset, std::size_t count) {
+    using ios = typename chain<In, Stages...>::ios;
+    const Step& step = steps_[static_cast<std::size_t>(op.step)];
+    ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
+      using io = std::tuple_element_t<decltype(I)::value, ios>;
+      auto& stage = std::get<decltype(I)::value>(*stages_);
+      auto ins = ::chunkpipe::detail::typed_arrays(mem_, step.reads[0], op.slot, count, typename io::in{});
+      auto outs = ::chunkpipe::detail::typed_arrays(mem_, step.writes[0], op.slot, count, typename io::out{});
+      StreamExecutor::invoke(stage, ins, outs, run_chunk, offset, count, stream);
+    });
+  }
+
+  template <class F, class... I, class... O>
+  static void invoke(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count,
+                     cudaStream_t stream) {
+    auto in_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<const I*...>(s.data()...); }, ins);
+    auto out_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<O*...>(s.data()...); }, outs);
+    ::chunkpipe::detail::launch_map(stage.fn, count, out_ptrs, in_ptrs, stream);
+  }
+
+  template <class F, class... X, class... I, class... O>
+  static void invoke(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
+                     std::size_t count, cudaStream_t stream) {
+    ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
+                                               Backend::cuda};
+    stage.fn(ctx);
+    // Catches a bad launch inside the functor (and any earlier fault).
+    CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  }
+
+  static std::string step_name(const Step& s) {
+    switch (s.kind) {
+      case OpKind::host_in: return "host-in";
+      case OpKind::host_out: return "host-out";
+      case OpKind::h2d: return s.staged ? "h2d (from pinned slot)" : "h2d";
+      case OpKind::d2h: return s.staged ? "d2h (to pinned slot)" : "d2h";
+      case OpKind::stage: return "stage " + std::to_string(s.stage);
+    }
+    return "?";
+  }
+
+  bool is_host_queue(int queue) const noexcept { return static_cast<std::size_t>(queue) >= device_queues_; }
+  HostLane& lane_of(int queue) {
+    HostLane& lane = host_[static_cast<std::size_t>(queue) - device_queues_];
+    if (!lane.queue) {
+      // Host workers start with the first run that stages this side.
+      lane.queue = std::make_unique<HostQueue<HostTask>>();
+      lane.team = std::make_unique<CopyTeam>(host_threads_);
+    }
+    return lane;
+  }
+  HostQueue<HostTask>& host_queue(int queue) { return *lane_of(queue).queue; }
+  cudaEvent_t ring_event(const Record& r) const {
+    return ring_[static_cast<std::size_t>(r.step)][r.chunk % reach_].get();
+  }
+  // The op whose record a wait on `r`'s event really waits for: the entry's
+  // latest, which is `r` or a later op of its step and slot.
+  std::size_t ring_owner(const Record& r) const { return r.id; }
+
+  // An op's record, by id. Waits reach back a bounded number of ops, except
+  // to an op that is still the latest of its step and slot (a pinned buffer
+  // last used by a staged run long ago), which the second table keeps.
+  const Record& record_of(std::size_t id) const {
+    const Record& r = records_[id % records_.size()];
+    if (r.id == id) return r;
+    for (const Record& l : last_) {
+      if (l.id == id) return l;
+    }
+    throw std::logic_error("chunkpipe: internal error: op #" + std::to_string(id) +
+                           " is older than the executor's wait window");
+  }
+
+  std::tuple<Stages...>* stages_;
+  int device_;
+  int host_threads_;
+  std::shared_ptr<Health> health_;
+  std::shared_ptr<EventPool> pool_;
+  SlotMemory mem_;
+  std::vector<Queue> queues_;
+  std::vector<Step> steps_;
+  std::size_t depth_ = 1;
+  std::size_t reach_ = 1;
+  std::size_t device_queues_ = 0;
+  std::vector<Stream> streams_;
+  std::vector<HostLane> host_;            // [queue - device_queues_]
+  std::vector<std::vector<Event>> ring_;  // [step][chunk % reach_]
+  std::vector<Record> records_;           // [op id % size]
+  std::vector<Record> last_;              // [step * depth + slot]: its latest op
+  std::vector<NvtxName> names_;           // [step]
+  std::vector<Copy> copies_;
+  bool logging_ = false;
+  std::vector<Op> log_;
+};
+
+}  // namespace chunkpipe::detail
