@@ -2,6 +2,11 @@
 //
 // The double-buffering lesson's benchmark, rebuilt on chunkpipe.
 //
+// "The lesson" is a page on double buffering ("day 54") of an online CUDA
+// course; its benchmark program, double_buffer.cu, is what this file
+// rebuilds. The course pages are not in this repository; the lesson's
+// settings are in support.hpp (example::lesson_*).
+//
 // A 1 GiB array of float streams through a 64 MiB device window: copy a
 // chunk in, run 512 chained FMAs on every element, copy it back. The lesson
 // ran it twice, serially and through two buffers on two streams; this
@@ -20,8 +25,9 @@
 // Build: part of the chunkpipe build (examples/), or
 //   nvcc -std=c++17 -O3 -arch=sm_90 -I include -o double_buffer examples/double_buffer.cu
 // Run:   ./double_buffer [--chunk-mib 64] [--iters 512] [--total-mib 1024]
-//                        [--depth 3] [--sweep]
-// Needs about 2x total-mib of pinned host RAM.
+//                        [--depth 3] [--runs 7] [--sweep] [--timeline DIR]
+// Needs about 2x total-mib of pinned host RAM. Without a GPU it exits 77;
+// examples/predict takes the same options and predicts the schedules.
 //
 // The helpers every example and benchmark repeats (device check, command
 // line, timing, checks) are in support.hpp.
@@ -37,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <iostream>
 #include <limits>
 #include <string>
@@ -67,9 +74,9 @@ struct ChainedFma {
 };
 
 struct Config {
-  std::size_t total_mib = 1024;
-  std::size_t chunk_mib = 64;
-  int iters = 512;
+  std::size_t total_mib = example::lesson_total_mib;
+  std::size_t chunk_mib = example::lesson_chunk_mib;
+  int iters = example::lesson_iters;
   int depth = chunkpipe::default_depth;
   bool sweep = false;
   std::string timeline;  // directory for measured timelines (SVG, trace), or empty
@@ -79,7 +86,8 @@ struct Config {
 std::string usage() {
   char text[2048];
   std::snprintf(text, sizeof text,
-                "double_buffer: the lesson's benchmark on chunkpipe\n"
+                "double_buffer: the double-buffering lesson's benchmark on chunkpipe\n"
+                "%s"
                 "  --total-mib N   array size in MiB (default 1024)\n"
                 "  --chunk-mib N   device window per chunk in MiB (default 64)\n"
                 "  --iters N       chained FMAs per element (default 512)\n"
@@ -87,8 +95,10 @@ std::string usage() {
                 "  --runs N        timed passes per figure (default 7, median kept)\n"
                 "  --sweep         the page's exercise: 4, 64 and 256 MiB windows\n"
                 "  --timeline DIR  profile one run of each schedule: print its timeline and\n"
-                "                  write DIR/<schedule>.svg and .trace.json (ui.perfetto.dev)\n",
-                chunkpipe::default_depth);
+                "                  write DIR/<schedule>.svg and .trace.json (ui.perfetto.dev);\n"
+                "                  DIR is created if missing\n"
+                "With no GPU, examples/predict takes the same options and predicts the schedules.\n",
+                example::lesson_about, chunkpipe::default_depth);
   return text;
 }
 
@@ -229,9 +239,11 @@ int main(int argc, char** argv) {
   Config c;
   if (const int status = parse(argc, argv, c); status >= 0) return status;
   if (const int status = example::require_gpu("benchmark"); status != 0) {
-    std::printf("scripts/demo.sh shows the same schedules as predicted timelines instead.\n");
+    std::printf("examples/predict takes the same options and predicts these schedules without a GPU\n"
+                "(scripts/demo.sh runs it for you).\n");
     return status;
   }
+  std::printf("double_buffer: the double-buffering lesson's benchmark on chunkpipe.\n%s\n", example::lesson_about);
 
   try {
     const cudaDeviceProp prop = example::current_gpu();  // device 0, the default
@@ -339,6 +351,7 @@ int main(int argc, char** argv) {
                 t_naive / t_lesson, prop.asyncEngineCount);
 
     if (!c.timeline.empty()) {
+      std::filesystem::create_directories(c.timeline);
       // One profiled run of each schedule: events around every op, drawn as
       // the rows the lesson asks you to watch in Nsight Systems.
       const chunkpipe::Map<ChainedFma> stage{{c.iters}};

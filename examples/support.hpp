@@ -2,9 +2,10 @@
 //
 // The support code every example and benchmark needs and none of them is
 // about, written once: the device check, the command line, main() itself,
-// timing, and the small checking helpers (poisoning an output, comparing
-// floats bit for bit, a hash for test data). Each program keeps only its
-// own subject.
+// timing, the small checking helpers (poisoning an output, comparing
+// floats bit for bit, a hash for test data), and the settings of the
+// double-buffering lesson that double_buffer and predict rebuild. Each
+// program keeps only its own subject.
 //
 // Not part of chunkpipe (the library is include/chunkpipe/). The programs
 // include it as "support.hpp": CMake puts examples/ on their include path
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/simulate.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -36,16 +38,38 @@ namespace example {
 // ---------------------------------------------------------------------------
 // The device.
 
-/// 0 when there is a CUDA device. Otherwise prints why, as
-///   no CUDA device found: <the runtime's reason>; this <kind> needs a GPU
-/// and returns 77, which CTest reports as "skipped" rather than passed or
-/// failed. `kind` says what the program is: "example" or "benchmark".
+/// Why there is no usable CUDA device, in plain words: no driver at all, a
+/// driver older than this program's CUDA runtime, or no device. `err` and
+/// `count` are what cudaGetDeviceCount gave.
+inline std::string no_gpu_reason(cudaError_t err, int count) {
+  int driver = 0, runtime = 0;
+  (void)cudaDriverGetVersion(&driver);  // 0 when no driver is installed
+  (void)cudaRuntimeGetVersion(&runtime);
+  auto version = [](int v) { return std::to_string(v / 1000) + '.' + std::to_string(v % 1000 / 10); };
+  if (driver == 0) return "no CUDA device or driver found: this machine has no NVIDIA driver";
+  if (err == cudaSuccess && count == 0) return "no CUDA device found: the NVIDIA driver reports none";
+  if (err == cudaErrorNoDevice) return "no CUDA device found: the NVIDIA driver sees none";
+  if (err == cudaErrorInsufficientDriver) {
+    return "no usable CUDA driver: the installed NVIDIA driver supports CUDA " + version(driver) +
+           ", older than this program's CUDA runtime " + version(runtime) + "; update the driver";
+  }
+  return std::string("no usable CUDA device: ") + cudaGetErrorString(err);
+}
+
+/// 0 when there is a CUDA device. Otherwise prints, as its first line, why
+/// in plain words, e.g.
+///   no CUDA device or driver found: this machine has no NVIDIA driver; this <kind> needs a GPU
+/// then, indented, what the CUDA runtime said, and returns 77, which CTest
+/// reports as "skipped" rather than passed or failed. `kind` says what the
+/// program is: "example" or "benchmark".
 inline int require_gpu(const char* kind = "example") {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count == 0) {
-    std::printf("no CUDA device found: %s; this %s needs a GPU\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "cudaGetDeviceCount reports 0 devices", kind);
+    std::printf("%s; this %s needs a GPU\n", no_gpu_reason(err, count).c_str(), kind);
+    if (err != cudaSuccess) {
+      std::printf("  (CUDA runtime: %s, \"%s\")\n", cudaGetErrorName(err), cudaGetErrorString(err));
+    }
     return 77;
   }
   return 0;
@@ -307,6 +331,39 @@ inline std::uint32_t mix(std::size_t i, std::uint32_t seed) {
   h *= 0xC2B2AE35u;
   h ^= h >> 16;
   return h;
+}
+
+// ---------------------------------------------------------------------------
+// The lesson.
+//
+// examples/double_buffer.cu rebuilds the benchmark program of an online CUDA
+// course's page on double buffering ("the lesson", its "day 54"); the course
+// pages are not in this repository. Its settings, which double_buffer uses
+// as defaults and predict as the case it has measurements for, live here
+// rather than in the library.
+
+/// One sentence that says what "the lesson" is, for programs to print the
+/// first time they name it.
+inline constexpr const char* lesson_about =
+    "(\"The lesson\" is a page on double buffering, \"day 54\", of an online CUDA course; its benchmark\n"
+    "program double_buffer.cu is what examples/double_buffer.cu rebuilds on chunkpipe. The course\n"
+    "pages are not in this repository.)\n";
+
+/// The lesson's array: 1 GiB of float.
+inline constexpr std::size_t lesson_total_mib = 1024;
+inline constexpr std::size_t lesson_elems = (lesson_total_mib << 20) / sizeof(float);
+/// The lesson's device window: 64 MiB of float, 16 chunks of the array.
+inline constexpr std::size_t lesson_chunk_mib = 64;
+inline constexpr std::size_t lesson_chunk_elems = (lesson_chunk_mib << 20) / sizeof(float);
+/// Chained FMAs per element in the lesson's kernel.
+inline constexpr int lesson_iters = 512;
+
+/// The lesson's workload for the simulator: 1 GiB of float in, 1 GiB out,
+/// one kernel that takes `kernel_ms` over the whole array (the lesson's
+/// "kernel only" pass), cut into chunks of `chunk_elems`. Throws
+/// chunkpipe::config_error for a chunk_elems of 0 or a negative kernel time.
+inline chunkpipe::Workload lesson_workload(std::size_t chunk_elems, double kernel_ms) {
+  return chunkpipe::map_workload(lesson_elems, chunk_elems, kernel_ms, sizeof(float), sizeof(float));
 }
 
 }  // namespace example

@@ -2,16 +2,17 @@
 // The simulator: runs a plan against a model of the machine and predicts its
 // timeline, without a GPU. Host-only C++, no CUDA.
 //
-// The model is the lesson's: the GPU has an H2D copy engine, a D2H copy
-// engine and the SMs, and they work at the same time; what serialises work
-// is the plan's queues and waits, not the hardware. A copy costs latency +
-// bytes / bandwidth, and when both directions run at once they share the
-// link's two-way bandwidth, which on PCIe is less than the sum of the two
-// one-way figures. A kernel costs its elements times a per-element time.
-// That is enough to reproduce the arithmetic of the lesson pages: serial
-// costs the sum of the stages, a deep pipeline costs fill + N x the slowest
-// stage + drain, and two slots on two streams cost about half the serial
-// chain, not the slowest stage (the lesson's failed prediction 2).
+// The model: the GPU has an H2D copy engine, a D2H copy engine and the SMs,
+// and they work at the same time; what serialises work is the plan's
+// queues and waits, not the hardware. A copy costs latency + bytes /
+// bandwidth, and when both directions run at once they share the link's
+// two-way bandwidth, which on PCIe is less than the sum of the two one-way
+// figures. A kernel costs its elements times a per-element time. That is
+// enough for the arithmetic of chunked pipelines: a serial schedule costs
+// the sum of the stages, a deep pipeline costs fill + N x the slowest stage
+// + drain, and a two-slot double buffer (two streams, each running its own
+// chunks copy in, kernel, copy out) costs about half the serial chain, not
+// the slowest stage.
 //
 // What it leaves out: launch latency on the host (it assumes the host
 // enqueues faster than the GPU drains), caches, clocks, and a kernel that
@@ -78,28 +79,39 @@ Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
 /// make_plan() and simulate() throw.
 Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine);
 
-/// Elements in the lesson's run: 1 GiB of float.
-inline constexpr std::size_t lesson_elems = std::size_t{1} << 28;
+/// A workload of one element-wise stage: `elems` elements, cut into chunks
+/// of `chunk_elems` (the last may be short), whose kernel takes `kernel_ms`
+/// over all `elems` (a "kernel only" pass over the whole array, as timed on
+/// the device), so each element costs kernel_ms / elems. Each element copies
+/// `in_bytes_per_elem` in and `out_bytes_per_elem` out (a float to float Map:
+/// 4 and 4). Pass the result to simulate() with a one-stage plan. Throws
+/// config_error for elems or chunk_elems of 0, or a kernel_ms that is
+/// negative or not finite.
+Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_ms,
+                      std::size_t in_bytes_per_elem = 4, std::size_t out_bytes_per_elem = 4);
 
-/// The lesson's workload: 1 GiB of float in, 1 GiB out, one kernel that
-/// takes `kernel_ms` over the whole array (the lesson's "kernel only"
-/// pass), cut into chunks of `chunk_elems`. Throws config_error for a
-/// chunk_elems of 0 or a negative kernel time.
-Workload lesson_workload(std::size_t chunk_elems, double kernel_ms);
-
-/// Machines with their numbers and where they come from.
+/// Machine models named for their hardware, with where their figures come
+/// from. Figures that were not measured are marked as assumed in the
+/// definitions (detail/simulate.inl).
 namespace machines {
 
-/// The GPU test machine of DEVICE.md: one H200 on PCIe Gen5 x16, pinned
-/// copies measured at about 54.5 GB/s each way and 98.5 GB/s both ways at
-/// once, asyncEngineCount 3. Per-copy latency and per-op overhead are
-/// assumed (see the definition) until measured.
-Machine h200();
+/// An NVIDIA H200 on PCIe Gen5 x16. Link figures measured on the project's
+/// H200 test machine on 2026-11-29 with pinned memory, 1 GiB per figure:
+/// about 54.5 GB/s each way and 98.5 GB/s in total both ways at once (see
+/// benchmarks/RESULTS.md, whose double_buffer component passes of that day
+/// read 55.3, 55.1 and 101.0 GB/s); asyncEngineCount 3. Per-copy latency,
+/// per-op overhead and the host copy rate are assumed until measured.
+Machine h200_pcie5();
 
-/// The lesson's Tesla T4 (day 54's table): bandwidths from its "h2d only"
-/// (87.809 ms) and "d2h only" (82.444 ms) passes over 1 GiB, 3 copy
-/// engines, no known two-way penalty (both = the sum).
-Machine t4_lesson();
+/// An NVIDIA Tesla T4 on PCIe Gen3 x16. Bandwidths from a published
+/// benchmark table's one-way passes over 1 GiB of pinned memory in 64 MiB
+/// chunks, "h2d only" 87.809 ms and "d2h only" 82.444 ms (12.23 and
+/// 13.02 GB/s; the table of the double-buffering lesson that
+/// examples/double_buffer.cu rebuilds); asyncEngineCount 3. No two-way
+/// figure was measured, so both directions at once are assumed to get the
+/// sum; latency and overhead are 0 because the passes' times already
+/// include them. Host staging is not modelled (host_copy_gbps 0).
+Machine t4_pcie3();
 
 }  // namespace machines
 

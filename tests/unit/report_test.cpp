@@ -257,7 +257,8 @@ TEST_CASE("the Chrome trace has one complete event per op and names its rows", "
 }
 
 TEST_CASE("the SVG has one rect per op, row labels and a title", "[report]") {
-  const Report r = simulate(Policy::slot_streams, 2, lesson_workload(16 << 20, 43.7), machines::t4_lesson());
+  const Report r = simulate(Policy::slot_streams, 2, map_workload(std::size_t{1} << 28, 16 << 20, 43.7),
+                            machines::t4_pcie3());
   const auto path = temp("timeline.svg");
   write_svg(r, path.string());
   const std::string svg = read(path);

@@ -276,33 +276,37 @@ inline Report simulate(Policy policy, int depth, const Workload& work, const Mac
   return simulate(make_plan(r.policy, r.depth, shape, chunks), work, machine);
 }
 
-inline Workload lesson_workload(std::size_t chunk_elems, double kernel_ms) {
-  if (chunk_elems == 0) throw config_error("chunkpipe: lesson_workload: chunk_elems must be at least 1 (got 0)");
+inline Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_ms,
+                             std::size_t in_bytes_per_elem, std::size_t out_bytes_per_elem) {
+  if (elems == 0) throw config_error("chunkpipe: map_workload: elems must be at least 1 (got 0)");
+  if (chunk_elems == 0) throw config_error("chunkpipe: map_workload: chunk_elems must be at least 1 (got 0)");
   detail::require_figure(kernel_ms, "kernel_ms", false);
   Workload w;
-  w.elems = lesson_elems;
+  w.elems = elems;
   w.chunk_elems = chunk_elems;
-  w.in_bytes_per_elem = sizeof(float);
-  w.out_bytes_per_elem = sizeof(float);
-  w.stage_ns_per_elem = {kernel_ms * 1e6 / static_cast<double>(lesson_elems)};
+  w.in_bytes_per_elem = in_bytes_per_elem;
+  w.out_bytes_per_elem = out_bytes_per_elem;
+  w.stage_ns_per_elem = {kernel_ms * 1e6 / static_cast<double>(elems)};
   return w;
 }
 
 namespace machines {
 
-inline Machine h200() {
+inline Machine h200_pcie5() {
   Machine m;
   m.link.name = "H200 PCIe Gen5 x16";
-  // shared/DEVICE.md, measured 2026-11-29 with pinned memory, 1 GiB per
-  // figure: H2D 53 to 55 GB/s, D2H 54 to 55, both at once 97 to 100 in total.
+  // Measured on the project's H200 test machine on 2026-11-29 with pinned
+  // memory, 1 GiB per figure: H2D 53 to 55 GB/s, D2H 54 to 55, both at once
+  // 97 to 100 in total over that day's runs (benchmarks/RESULTS.md: the
+  // double_buffer component passes read 55.3, 55.1 and 101.0 GB/s).
   m.link.h2d_gbps = 54.5;
   m.link.d2h_gbps = 54.5;
   m.link.both_gbps = 98.5;
   // Assumed, not measured: about 3 us per copy in all (2 us latency plus
-  // the 1 us op overhead below) is what makes DEVICE.md's 53 GB/s at 4 MiB
+  // the 1 us op overhead below) is what makes that day's 53 GB/s at 4 MiB
   // chunks and 55 at 256 MiB come out. Replace with a measured figure.
   m.link.latency_us = 2.0;
-  // asyncEngineCount 3 (DEVICE.md): H2D and D2H each have an engine.
+  // asyncEngineCount 3: H2D and D2H each have an engine.
   m.link.copy_engines = 3;
   // Assumed: one host thread copying into pinned memory. Replace with a
   // measured figure before trusting predictions of staged (pageable) runs.
@@ -312,21 +316,22 @@ inline Machine h200() {
   return m;
 }
 
-inline Machine t4_lesson() {
-  // Day 54's table, re-verified 2026-09-02 on a Tesla T4 (CUDA 13.0): each
-  // one-way pass moves 1 GiB (2^30 bytes) in 16 chunks of 64 MiB. Bandwidth
-  // is bytes over the pass's time, so per-chunk costs are already inside it:
+inline Machine t4_pcie3() {
+  // A published benchmark table (the double-buffering lesson's, re-verified
+  // 2026-09-02 on a Tesla T4 with CUDA 13.0): each one-way pass moves 1 GiB
+  // (2^30 bytes) of pinned memory in 16 chunks of 64 MiB. Bandwidth is
+  // bytes over the pass's time, so per-chunk costs are already inside it:
   // latency and overhead are 0 here to avoid paying them twice.
   constexpr double gib = 1073741824.0;
   Machine m;
-  m.link.name = "Tesla T4 (lesson day 54)";
+  m.link.name = "Tesla T4 PCIe Gen3 x16";
   m.link.h2d_gbps = gib / 87.809e-3 / 1e9;  // "h2d only 87.809 ms": 12.23 GB/s
   m.link.d2h_gbps = gib / 82.444e-3 / 1e9;  // "d2h only 82.444 ms": 13.02 GB/s
-  // The page measured no two-way figure: assume no penalty.
+  // No two-way figure was measured: assume no penalty.
   m.link.both_gbps = m.link.h2d_gbps + m.link.d2h_gbps;
   m.link.latency_us = 0.0;
-  m.link.copy_engines = 3;  // the program printed asyncEngineCount 3
-  m.host_copy_gbps = 0.0;   // unknown: the lesson's buffers are pinned, nothing is staged
+  m.link.copy_engines = 3;  // asyncEngineCount 3
+  m.host_copy_gbps = 0.0;   // unknown: the table's buffers are pinned, nothing is staged
   m.op_overhead_us = 0.0;
   return m;
 }
