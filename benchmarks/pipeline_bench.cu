@@ -36,7 +36,10 @@
 // The floor comes from component passes measured in the same run (DESIGN.md):
 //   floor = max(B_in/BW_h2d, B_out/BW_d2h, (B_in+B_out)/BW_both, K).
 //
-// Prints a table per intensity and the targets, and writes --csv and --svg.
+// Prints a table per intensity and the targets, and writes --csv and --svg
+// (the chart: sweep_chart.hpp). `--plot-from CSV --svg OUT` only redraws the
+// chart from a CSV an earlier run wrote, and needs no GPU (as does
+// benchmarks/plot_sweep.cpp, which draws the same chart).
 //
 // The helpers every example and benchmark repeats (device check, command line, checks) are in
 // examples/support.hpp.
@@ -61,6 +64,7 @@
 #include <vector>
 
 #include "support.hpp"
+#include "sweep_chart.hpp"
 
 namespace {
 
@@ -100,6 +104,8 @@ struct Args {
   bool tune = true;
   std::string csv = "pipeline_bench.csv";
   std::string svg = "pipeline_bench.svg";
+  std::string plot_from;  // a CSV to draw the chart from, instead of measuring
+  std::string title;      // the chart's first line (--plot-from)
 };
 
 std::vector<long> parse_list(const char* s) {
@@ -119,7 +125,10 @@ void usage() {
       "  --runs N              timing rounds per figure, medians kept (default 7)\n"
       "  --double              8-byte elements instead of float\n"
       "  --no-tune             skip the grain x depth table of the automatic policy\n"
-      "  --csv PATH --svg PATH outputs (default pipeline_bench.csv/.svg)\n");
+      "  --csv PATH --svg PATH outputs (default pipeline_bench.csv/.svg)\n"
+      "  --plot-from CSV       measure nothing: draw the chart (--svg) from a CSV this\n"
+      "                        benchmark wrote; needs no GPU\n"
+      "  --title TEXT          the chart's title with --plot-from\n");
 }
 
 bool parse(int argc, char** argv, Args& a) {
@@ -147,6 +156,10 @@ bool parse(int argc, char** argv, Args& a) {
       a.csv = next();
     } else if (k == "--svg") {
       a.svg = next();
+    } else if (k == "--plot-from") {
+      a.plot_from = next();
+    } else if (k == "--title") {
+      a.title = next();
     } else {
       std::fprintf(stderr, "unknown option %s\n", k.c_str());
       usage();
@@ -616,65 +629,20 @@ int bench(const Args& a, int engines) {
     if (!csv) std::fprintf(stderr, "warning: could not write %s\n", a.csv.c_str());
   }
 
-  // SVG: efficiency against chunk size, one panel per intensity, one line
-  // per schedule.
+  // SVG: the chart (sweep_chart.hpp), from the same rows; plot_sweep and
+  // --plot-from draw it again from the CSV.
   {
-    const int panel_w = 460, panel_h = 300, margin = 50;
-    const int width = panel_w * static_cast<int>(a.intensities.size()) + 20, height = panel_h + 190;
-    std::ofstream svg(a.svg);
-    svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width << "' height='" << height
-        << "' font-family='sans-serif' font-size='11'>\n<rect width='100%' height='100%' fill='white'/>\n";
-    svg << "<text x='10' y='18' font-size='14'>efficiency (floor / time) against chunk size, " << a.total_mib
-        << " MiB each way, " << sizeof(T) << "-byte elements</text>\n";
-    std::vector<std::string> names;
+    std::vector<sweep_chart::Row> chart;
     for (const Row& r : rows) {
-      if (r.family != "repeat" && std::find(names.begin(), names.end(), r.schedule) == names.end()) {
-        names.push_back(r.schedule);
-      }
+      chart.push_back({r.intensity, r.chunk_mib, r.schedule, r.family, r.depth, r.t.median, r.t.min, r.t.max,
+                       r.floor_ms});
     }
-    auto colour = [&](std::size_t i) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "hsl(%d,70%%,%d%%)", static_cast<int>(i * 360 / names.size()),
-                    i % 2 ? 35 : 50);
-      return std::string(buf);
-    };
-    const double lmin = std::log2(static_cast<double>(a.chunks_mib.front()));
-    const double lmax = std::max(lmin + 1, std::log2(static_cast<double>(a.chunks_mib.back())));
-    for (std::size_t p = 0; p < a.intensities.size(); ++p) {
-      const int x0 = 10 + static_cast<int>(p) * panel_w + margin, y0 = 40, w = panel_w - margin - 20,
-                h = panel_h - 40;
-      svg << "<rect x='" << x0 << "' y='" << y0 << "' width='" << w << "' height='" << h
-          << "' fill='none' stroke='#888'/>\n";
-      svg << "<text x='" << x0 << "' y='" << y0 - 6 << "'>" << a.intensities[p] << " FMAs per element</text>\n";
-      for (int e = 0; e <= 10; e += 2) {
-        const double yy = y0 + h - h * e / 10.0;
-        svg << "<line x1='" << x0 << "' x2='" << x0 + w << "' y1='" << yy << "' y2='" << yy
-            << "' stroke='#eee'/><text x='" << x0 - 28 << "' y='" << yy + 4 << "'>" << e / 10.0 << "</text>\n";
-      }
-      for (std::size_t cm : a.chunks_mib) {
-        const double xx = x0 + w * (std::log2(static_cast<double>(cm)) - lmin) / (lmax - lmin);
-        svg << "<text x='" << xx - 8 << "' y='" << y0 + h + 14 << "'>" << cm << "</text>\n";
-      }
-      svg << "<text x='" << x0 + w / 2 - 30 << "' y='" << y0 + h + 28 << "'>chunk (MiB)</text>\n";
-      for (std::size_t s = 0; s < names.size(); ++s) {
-        std::ostringstream pts;
-        for (const Row& r : rows) {
-          if (r.intensity != a.intensities[p] || r.schedule != names[s]) continue;
-          const double xx = x0 + w * (std::log2(r.chunk_mib) - lmin) / (lmax - lmin);
-          const double yy = y0 + h - h * std::min(1.0, r.floor_ms / r.t.median);
-          pts << xx << ',' << yy << ' ';
-        }
-        svg << "<polyline fill='none' stroke-width='1.5' stroke='" << colour(s) << "' points='" << pts.str()
-            << "'/>\n";
-      }
-    }
-    for (std::size_t s = 0; s < names.size(); ++s) {
-      const int lx = 20 + static_cast<int>(s % 4) * 220, ly = panel_h + 60 + static_cast<int>(s / 4) * 18;
-      svg << "<line x1='" << lx << "' x2='" << lx + 20 << "' y1='" << ly - 4 << "' y2='" << ly - 4 << "' stroke='"
-          << colour(s) << "' stroke-width='3'/><text x='" << lx + 26 << "' y='" << ly << "'>" << names[s]
-          << "</text>\n";
-    }
-    svg << "</svg>\n";
+    sweep_chart::Info info;
+    info.elem_bytes = static_cast<int>(sizeof(T));
+    info.total_mib = static_cast<double>(a.total_mib);
+    std::ofstream svg(a.svg);
+    svg << sweep_chart::svg(chart, info);
+    if (!svg) std::fprintf(stderr, "warning: could not write %s\n", a.svg.c_str());
   }
 
   // The targets (issue: benchmarks against the floor), from this run.
@@ -756,11 +724,39 @@ int bench(const Args& a, int engines) {
   return EXIT_SUCCESS;
 }
 
+// --plot-from: the chart of an earlier run, from its CSV.
+int plot_from(const Args& a) {
+  std::ifstream in(a.plot_from);
+  if (!in) {
+    std::fprintf(stderr, "error: cannot read %s\n", a.plot_from.c_str());
+    return EXIT_FAILURE;
+  }
+  std::vector<sweep_chart::Row> rows;
+  sweep_chart::Info info;
+  std::string error;
+  if (!sweep_chart::read_csv(in, rows, info, error)) {
+    std::fprintf(stderr, "error: %s: %s\n", a.plot_from.c_str(), error.c_str());
+    return EXIT_FAILURE;
+  }
+  info.title = a.title;
+  const std::size_t slash = a.plot_from.find_last_of('/');
+  info.source = slash == std::string::npos ? a.plot_from : a.plot_from.substr(slash + 1);
+  std::ofstream svg(a.svg);
+  svg << sweep_chart::svg(rows, info);
+  if (!svg) {
+    std::fprintf(stderr, "error: cannot write %s\n", a.svg.c_str());
+    return EXIT_FAILURE;
+  }
+  std::printf("wrote %s from %zu rows of %s\n", a.svg.c_str(), rows.size(), a.plot_from.c_str());
+  return EXIT_SUCCESS;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) return 0;
+  if (!a.plot_from.empty()) return plot_from(a);
   if (const int status = example::require_gpu("benchmark"); status != 0) return status;
   try {
     const cudaDeviceProp prop = example::current_gpu();  // device 0, the default
