@@ -206,7 +206,7 @@ class HostPipeline {
     e.prepare(flow);
     detail::HostRunRef ref{run};
     const RunSpec spec = detail::spec_for(*ends, n, geometry().chunk_elems);
-    e.issue<in_types>(ref, spec, n);
+    e.template issue<in_types>(ref, spec, n);
     if (n != detail::unknown_length) {
       run->elems = n;
       run->chunks = e.front.chunks_for(n);

@@ -7,6 +7,7 @@
 #include <chunkpipe/hazards.hpp>
 #include <chunkpipe/host_backend.hpp>
 #include <chunkpipe/plan.hpp>
+#include <chunkpipe/simulate.hpp>
 
 #include "catch.hpp"
 
@@ -16,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -352,4 +354,25 @@ TEST_CASE("ranges that overlap are refused, naming both; exact in-place runs are
   t1.wait();
   auto t4 = pipe.run_async(b, a);
   t4.wait();
+}
+
+TEST_CASE("the simulator predicts a stream of runs as one schedule", "[streaming][simulate]") {
+  Machine m;
+  m.link = {"test link", 50.0, 50.0, 90.0, 2.0, 2};
+  const std::size_t chunk = 1 << 20;
+  const Workload w = map_workload(std::size_t{64} << 20, chunk, 4.0);
+  // 16 runs of 4 full chunks cost what one run of 64 chunks costs: the
+  // schedule does not drain between runs.
+  const Plan one = make_plan(Policy::stage_streams, 3, PlanShape{}, 64);
+  const Plan many = make_plan(Policy::stage_streams, 3, PlanShape{}, std::vector<RunSpec>(16, RunSpec{4, false, false, 4 * chunk}));
+  const double t_one = makespan_ms(simulate(one, w, m));
+  const double t_many = makespan_ms(simulate(many, w, m));
+  REQUIRE(std::fabs(t_many - t_one) <= 1e-9 * t_one);
+  // Runs shorter than a chunk move only their own elements: 64 runs of a
+  // quarter chunk cost about a quarter of 64 full chunks, plus per-copy latency.
+  const Plan small = make_plan(Policy::stage_streams, 3, PlanShape{}, std::vector<RunSpec>(64, RunSpec{1, false, false, chunk / 4}));
+  const Report r = simulate(small, w, m);
+  REQUIRE(r.elems == 16 * chunk);
+  REQUIRE(makespan_ms(r) < 0.3 * t_one);
+  REQUIRE(makespan_ms(r) > 0.2 * t_one);
 }

@@ -248,11 +248,10 @@ class CudaRunner {
     in_flight_.add(run, std::move(ranges));
 
     const std::size_t index = runs_started_++;
-    auto job = [this, run, spec, n, index] { issue<in_types>(run, spec, n, index); };
     if (!run->host_work && worker_.idle()) {
-      job();  // the caller issues: nothing of this run blocks on the host
+      issue<in_types>(run, spec, n, index);  // the caller issues: nothing of this run blocks on the host
     } else {
-      worker_.push(std::move(job));
+      worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
     }
     return RunTicket(run);
   }

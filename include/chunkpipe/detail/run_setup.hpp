@@ -12,7 +12,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <algorithm>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -110,7 +112,9 @@ inline void check_run_ranges(const RunRanges& run) {
 /// so that a new run cannot silently race one of them: a run overlapping
 /// the ranges of a run in flight where either writes is refused. `State`
 /// has `bool ready()` (never blocks). Runs are forgotten once ready, oldest
-/// first, checking one per call so a long queue costs no more than a query.
+/// first. Ranges are kept sorted by address, so a check costs a lookup, not
+/// a pass over every run in flight (a stream of small runs keeps hundreds
+/// in flight).
 template <class State>
 class InFlightRanges {
  public:
@@ -118,47 +122,73 @@ class InFlightRanges {
   /// those in `ordered_after` (runs the new one is ordered after).
   void check(const RunRanges& run, const std::vector<const State*>& ordered_after) {
     prune();
-    if (run.ranges().empty()) return;
-    for (const Entry& e : entries_) {
-      bool exempt = false;
-      for (const State* s : ordered_after) exempt = exempt || s == e.state.get();
-      if (exempt) continue;
-      for (const RangeRef& mine : run.ranges()) {
-        for (const RangeRef& theirs : e.ranges.ranges()) {
-          if ((mine.output || theirs.output) && mine.overlaps(theirs)) {
-            throw config_error("chunkpipe: " + describe_range(mine) + " of this run overlaps " +
-                               describe_range(theirs) + " of a run still in flight, and one of them writes it; "
-                               "wait() for that run first, or start this one with after(its ticket)");
-          }
-        }
+    for (const RangeRef& mine : run.ranges()) {
+      // Every kept range that starts before `mine` ends and no earlier than
+      // the longest kept range before it.
+      const auto lo = reinterpret_cast<std::uintptr_t>(mine.lo);
+      const std::uintptr_t from = lo > longest_ ? lo - longest_ : 0;
+      for (auto it = by_start_.lower_bound(from); it != by_start_.end() && it->first < reinterpret_cast<std::uintptr_t>(mine.hi); ++it) {
+        const Kept& k = it->second;
+        if (!(mine.output || k.range.output) || !mine.overlaps(k.range)) continue;
+        bool exempt = false;
+        for (const State* s : ordered_after) exempt = exempt || s == k.state;
+        if (exempt) continue;
+        throw config_error("chunkpipe: " + describe_range(mine) + " of this run overlaps " +
+                           describe_range(k.range) + " of a run still in flight, and one of them writes it; "
+                           "wait() for that run first, or start this one with after(its ticket)");
       }
     }
   }
 
   /// Remembers a run just queued.
-  void add(std::shared_ptr<State> state, RunRanges ranges) {
+  void add(std::shared_ptr<State> state, const RunRanges& ranges) {
     if (ranges.ranges().empty()) return;
-    entries_.push_back({std::move(state), std::move(ranges)});
+    Entry e{std::move(state), {}};
+    for (const RangeRef& r : ranges.ranges()) {
+      longest_ = std::max<std::uintptr_t>(longest_, static_cast<std::uintptr_t>(r.hi - r.lo));
+      e.kept.push_back(by_start_.emplace(reinterpret_cast<std::uintptr_t>(r.lo), Kept{r, e.state.get()}));
+    }
+    entries_.push_back(std::move(e));
   }
 
-  void clear() noexcept { entries_.clear(); }
+  void clear() noexcept {
+    entries_.clear();
+    by_start_.clear();
+    longest_ = 0;
+  }
   std::size_t size() const noexcept { return entries_.size(); }
 
  private:
+  struct Kept {
+    RangeRef range;
+    const State* state;
+  };
+  using Index = std::multimap<std::uintptr_t, Kept>;
   struct Entry {
     std::shared_ptr<State> state;
-    RunRanges ranges;
+    std::vector<typename Index::iterator> kept;
   };
+  void forget(Entry& e) {
+    for (auto it : e.kept) by_start_.erase(it);
+    e.kept.clear();
+  }
   void prune() {
     // Runs finish roughly in order: drop finished ones from the front, and
-    // look at one more each time so a stuck front cannot hide the rest.
-    while (!entries_.empty() && entries_.front().state->ready()) entries_.pop_front();
+    // look at one more each time, so a front held up (by work it was told
+    // to follow, say) does not keep the rest in forever.
+    while (!entries_.empty() && entries_.front().state->ready()) {
+      forget(entries_.front());
+      entries_.pop_front();
+    }
     if (entries_.size() > 1) {
       Entry& e = entries_[1 + (cursor_++ % (entries_.size() - 1))];
-      if (e.state->ready()) e.ranges = RunRanges(Endpoints{});
+      if (!e.kept.empty() && e.state->ready()) forget(e);
     }
+    if (entries_.empty()) longest_ = 0;
   }
   std::deque<Entry> entries_;
+  Index by_start_;
+  std::uintptr_t longest_ = 0;
   std::size_t cursor_ = 0;
 };
 

@@ -280,7 +280,7 @@ class StreamExecutor {
         if (count != 0 && !st.failed() && !(produced && st.source_ended)) {
           NvtxRange range(*name, run_chunk);
           if (timed) timed->host_start = std::chrono::steady_clock::now();
-          got = ::chunkpipe::detail::run_host_op(op, *step, mem, *st.ends, run_chunk, offset, count, copies,
+          got = ::chunkpipe::detail::run_host_op(op, *step, mem, *st.ends, run_chunk, offset, count, *scratch,
                                                  [&](const std::vector<Copy>& c) {
                                                    team->copy(c);
                                                    if (timed) {
@@ -303,12 +303,13 @@ class StreamExecutor {
       st.host_task_finished();
       state.reset();
     }
-    std::vector<Copy> copies;  // scratch, kept with the ring entry
+    std::vector<Copy>* scratch = nullptr;  // its lane's, used only by the lane's worker
   };
 
   struct HostLane {
     std::unique_ptr<HostQueue<HostTask>> queue;
     std::unique_ptr<CopyTeam> team;
+    std::vector<Copy> scratch;
   };
 
   void issue_host(const Op& op, const OpWork& w, Run& run, Record& rec, Op* logged) {
@@ -351,6 +352,7 @@ class StreamExecutor {
     }
     HostLane& lane = lane_of(op.queue);
     t.team = lane.team.get();
+    t.scratch = &lane.scratch;
     if (st.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
     st.host_task_started();
     rec.host_pos = lane.queue->push(std::move(t));
