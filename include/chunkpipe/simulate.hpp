@@ -60,6 +60,10 @@ struct Workload {
 /// whenever a copy starts or ends. Ops of chunks past the end of the run
 /// take no time.
 ///
+/// A plan of several runs (make_plan with a list of RunSpec) sizes each
+/// chunk from its own run's elements (RunSpec::elems; 0 means full chunks)
+/// and ignores work.elems: that is how a stream of runs is predicted.
+///
 /// Returns a Report with predicted = true and the machine's link, so
 /// floor_ms() and efficiency() work on it. Never blocks. Throws
 /// config_error when the workload does not fit the plan (stage count,

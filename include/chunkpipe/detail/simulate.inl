@@ -56,7 +56,33 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
     throw config_error("chunkpipe: simulate: the workload has " + std::to_string(work.stage_ns_per_elem.size()) +
                        " stage times for a plan of " + std::to_string(plan.shape.stages) + " stages");
   }
-  const std::size_t needed = (work.elems + work.chunk_elems - 1) / work.chunk_elems;
+  // A plan of several runs (a pipeline's stream of runs) sizes each chunk
+  // from its own run: run r's chunk k holds elements [k, k + 1) x
+  // chunk_elems of that run, and work.elems is ignored. A one-run plan
+  // takes them from work.elems.
+  const bool by_run = plan.runs.size() > 1;
+  std::vector<std::size_t> run_of(by_run ? n : 0);
+  std::size_t run_elems_total = 0;
+  if (by_run) {
+    for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+      const PlanRun& pr = plan.runs[r];
+      if (pr.first_op + pr.ops > n) throw config_error("chunkpipe: simulate: malformed plan: a run past its ops");
+      for (std::size_t i = pr.first_op; i < pr.first_op + pr.ops; ++i) run_of[i] = r;
+      run_elems_total += pr.elems != 0 ? pr.elems : pr.chunks * work.chunk_elems;
+    }
+  }
+  auto elems_of = [&](std::size_t i) -> std::size_t {
+    const Op& op = plan.ops[i];
+    if (!by_run) {
+      const std::size_t offset = op.chunk * work.chunk_elems;
+      return offset < work.elems ? std::min(work.chunk_elems, work.elems - offset) : 0;
+    }
+    const PlanRun& r = plan.runs[run_of[i]];
+    const std::size_t total = r.elems != 0 ? r.elems : r.chunks * work.chunk_elems;
+    const std::size_t offset = (op.chunk - r.first_chunk) * work.chunk_elems;
+    return offset < total ? std::min(work.chunk_elems, total - offset) : 0;
+  };
+  const std::size_t needed = by_run ? 0 : (work.elems + work.chunk_elems - 1) / work.chunk_elems;
   if (plan.chunks < needed) {
     throw config_error("chunkpipe: simulate: the plan has " + std::to_string(plan.chunks) + " chunks; " +
                        std::to_string(work.elems) + " elements in chunks of " + std::to_string(work.chunk_elems) +
@@ -85,7 +111,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
       if (w >= i) bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
     }
     if ((op.kind == OpKind::host_in || op.kind == OpKind::host_out) && !(machine.host_copy_gbps > 0.0) &&
-        op.chunk * work.chunk_elems < work.elems) {
+        elems_of(i) > 0) {
       bad("stages through the host, and the machine's host_copy_gbps is not known");
     }
   }
@@ -98,9 +124,9 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   report.depth = plan.depth;
   report.chunk_elems = work.chunk_elems;
   report.chunks = plan.chunks;
-  report.elems = work.elems;
-  report.bytes_in = work.elems * work.in_bytes_per_elem;
-  report.bytes_out = work.elems * work.out_bytes_per_elem;
+  report.elems = by_run ? run_elems_total : work.elems;
+  report.bytes_in = report.elems * work.in_bytes_per_elem;
+  report.bytes_out = report.elems * work.out_bytes_per_elem;
   report.queues = plan.queues;
   report.link = link;
   report.ops.resize(n);
@@ -114,8 +140,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   std::vector<double> fixed_ms(n), transfer_bytes(n, 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan.ops[i];
-    const std::size_t offset = op.chunk * work.chunk_elems;
-    const std::size_t elems = offset < work.elems ? std::min(work.chunk_elems, work.elems - offset) : 0;
+    const std::size_t elems = elems_of(i);
     TimedOp& t = report.ops[i];
     t.id = op.id;
     t.chunk = op.chunk;
