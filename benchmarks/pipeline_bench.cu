@@ -63,10 +63,13 @@
 #include <string>
 #include <vector>
 
+#include "event_clock.hpp"
 #include "support.hpp"
 #include "sweep_chart.hpp"
 
 namespace {
+
+using timing::EventClock;
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
@@ -179,56 +182,6 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
-
-// Times passes with CUDA events (see the top of the file). The GPU must be
-// idle when a pass starts; every pass leaves it idle.
-class EventClock {
- public:
-  EventClock()
-      : stream_(chunkpipe::Stream::create()),
-        start_(chunkpipe::Event::create(true)),
-        stop_(chunkpipe::Event::create(true)) {}
-
-  /// One pass: `issue()` queues it, `join(s)` makes stream `s` wait for all
-  /// of it. Blocks until the pass is done; returns its milliseconds, and in
-  /// `issue_us` the host's time inside issue().
-  template <class Issue, class Join>
-  double time(Issue&& issue, Join&& join, double* issue_us = nullptr) {
-    CHUNKPIPE_CUDA_TRY(cudaEventRecord(start_.get(), stream_.get()));
-    const auto t0 = std::chrono::steady_clock::now();
-    issue();
-    if (issue_us) *issue_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-    join(stream_.get());
-    CHUNKPIPE_CUDA_TRY(cudaEventRecord(stop_.get(), stream_.get()));
-    CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(stop_.get()));
-    float ms = 0.f;
-    CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
-    return ms;
-  }
-
-  /// A warm-up pass, then `runs` timed ones: their median, min and max.
-  template <class Pass>
-  Timing passes(int runs, Pass&& pass) {
-    pass();
-    std::vector<double> t;
-    for (int r = 0; r < runs; ++r) t.push_back(pass());
-    return example::summarise(std::move(t));
-  }
-
-  /// One timed chunkpipe run over pinned ranges.
-  template <class Pipe, class In, class Out>
-  double run(Pipe& pipe, const In& in, const Out& out, double* issue_us = nullptr) {
-    chunkpipe::RunTicket ticket;
-    const double ms = time([&] { ticket = pipe.run_async(in, out); },
-                           [&](cudaStream_t s) { ticket.enqueue_wait(s); }, issue_us);
-    ticket.wait();  // done already; reports a kernel's error
-    return ms;
-  }
-
- private:
-  chunkpipe::Stream stream_;
-  chunkpipe::Event start_, stop_;
-};
 
 struct Row {
   int intensity;
