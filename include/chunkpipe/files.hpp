@@ -61,6 +61,9 @@ namespace detail {
 /// per read or write anyway, and a bound keeps the loops portable.
 inline constexpr std::size_t max_io_bytes = std::size_t{1} << 30;
 
+/// 'path', for messages. Always called as detail::quoted: unqualified, a
+/// non-const std::string argument would find std::quoted (<iomanip>) by
+/// argument-dependent lookup, a better match that returns no std::string.
 inline std::string quoted(const std::string& path) { return "'" + path + "'"; }
 
 inline std::string errno_text(int e) { return std::strerror(e); }
@@ -123,7 +126,7 @@ class FileReader {
     // the chunk's place in the file follows from its index alone.
     const std::uint64_t offset = static_cast<std::uint64_t>(chunk) * want;
     if (!s.positional && offset != s.consumed) {
-      throw pipeline_error("chunkpipe: file_source " + quoted(s.path) +
+      throw pipeline_error("chunkpipe: file_source " + detail::quoted(s.path) +
                            (chunk == 0 ? " is not seekable and an earlier run already read from it; make a new "
                                          "file_source for each run"
                                        : " was asked for chunk " + std::to_string(chunk) + " out of order"));
@@ -137,8 +140,8 @@ class FileReader {
       if (r < 0) {
         if (errno == EINTR) continue;
         const int e = errno;
-        throw pipeline_error("chunkpipe: reading " + quoted(s.path) + " failed at byte offset " +
-                             std::to_string(offset + got) + ": " + errno_text(e));
+        throw pipeline_error("chunkpipe: reading " + detail::quoted(s.path) + " failed at byte offset " +
+                             std::to_string(offset + got) + ": " + detail::errno_text(e));
       }
       if (r == 0) break;  // end of file
       got += static_cast<std::size_t>(r);
@@ -148,13 +151,13 @@ class FileReader {
     const bool ended = got < want;
     // A file that changed under the run: its output would silently be a mix.
     if (s.size_known && (ended ? end != s.size : end > s.size)) {
-      throw pipeline_error("chunkpipe: " + quoted(s.path) + " changed size while being read: it held " +
+      throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it held " +
                            std::to_string(s.size) + " bytes when opened, and " +
                            (ended ? "ended at byte " : "has at least ") + std::to_string(end) +
                            " when read at byte offset " + std::to_string(offset));
     }
     if (ended && end % sizeof(T) != 0) {
-      throw pipeline_error("chunkpipe: " + quoted(s.path) + " ended after " + std::to_string(end) +
+      throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " ended after " + std::to_string(end) +
                            " bytes, which is not a whole number of " + std::to_string(sizeof(T)) +
                            "-byte elements (a truncated or foreign file?)");
     }
@@ -184,7 +187,7 @@ struct FileWriterState {
   ~FileWriterState() { discard(); }
 
   std::string where() const {
-    return temporary ? quoted(path) + " (temporary " + quoted(temp) + ")" : quoted(path);
+    return temporary ? detail::quoted(path) + " (temporary " + detail::quoted(temp) + ")" : detail::quoted(path);
   }
 
   /// Unless the run already concluded: closes the file and removes the
@@ -224,7 +227,7 @@ class FileWriter {
         // takes no more: report it as the full disk it most likely is.
         const int e = r < 0 ? errno : ENOSPC;
         throw pipeline_error("chunkpipe: writing " + s.where() + " failed at byte offset " +
-                             std::to_string(at + done) + ": " + errno_text(e));
+                             std::to_string(at + done) + ": " + detail::errno_text(e));
       }
       done += static_cast<std::size_t>(r);  // short writes (a signal, a nearly full disk) go round again
     }
@@ -238,7 +241,7 @@ class FileWriter {
     if (s.concluded) throw reused(s);  // a second run that produced nothing
     auto fail = [&](const std::string& what, int e) {
       s.discard();
-      throw pipeline_error("chunkpipe: finishing " + s.where() + " failed: " + what + ": " + errno_text(e));
+      throw pipeline_error("chunkpipe: finishing " + s.where() + " failed: " + what + ": " + detail::errno_text(e));
     };
     // Devices and pipes have nothing to flush (fsync would fail with EINVAL).
     if (s.sync && s.positional && ::fsync(s.fd.get()) != 0) fail("fsync", errno);
@@ -254,7 +257,7 @@ class FileWriter {
 
  private:
   static pipeline_error reused(const FileWriterState& s) {
-    return pipeline_error("chunkpipe: the file_sink for " + quoted(s.path) +
+    return pipeline_error("chunkpipe: the file_sink for " + detail::quoted(s.path) +
                           " already finished or aborted a run; make a new file_sink for each run");
   }
 

@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace chunkpipe {
@@ -105,9 +107,10 @@ inline LinkModel measure_link(int device = -1, std::size_t bytes = std::size_t{5
 }
 
 /// Measures a Map functor's kernel time per element in ns on `device`
-/// (-1: current), over `elems` elements of type T filled with `value`-free
-/// varied data, median of `repeats` launches. Blocks; throws cuda_error if
-/// CUDA fails, config_error for 0 elements.
+/// (-1: current), over `elems` elements of type T, median of `repeats`
+/// launches. The elements are varied values in [-0.5, 0.5) where T can be
+/// made from a double, T{} otherwise. Blocks; throws cuda_error if CUDA
+/// fails, config_error for 0 elements.
 template <class T, class F>
 double measure_map_ns_per_elem(const F& fn, std::size_t elems = std::size_t{1} << 24, int device = -1,
                                int repeats = 3) {
@@ -115,8 +118,10 @@ double measure_map_ns_per_elem(const F& fn, std::size_t elems = std::size_t{1} <
   if (device < 0) CHUNKPIPE_CUDA_TRY(cudaGetDevice(&device));
   DeviceGuard guard(device);
   using R = decltype(fn(std::declval<const T&>()));
-  std::vector<T> pattern(elems);
-  for (std::size_t i = 0; i < elems; ++i) pattern[i] = static_cast<T>(static_cast<double>(i % 4093) / 4093.0 - 0.5);
+  std::vector<T> pattern(elems);  // T{} where T is not made from a number
+  if constexpr (std::is_constructible_v<T, double>) {
+    for (std::size_t i = 0; i < elems; ++i) pattern[i] = static_cast<T>(static_cast<double>(i % 4093) / 4093.0 - 0.5);
+  }
   DeviceBuffer in(elems * sizeof(T)), out(elems * sizeof(R));
   Stream s = Stream::create();
   CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(in.data(), pattern.data(), elems * sizeof(T), cudaMemcpyHostToDevice, s.get()));
