@@ -239,6 +239,18 @@ double predict(const Pipe& pipe, std::size_t total, std::size_t run_elems, const
   return chunkpipe::makespan_ms(chunkpipe::simulate(plan, w, m));
 }
 
+std::vector<std::size_t> parse_list(const std::string& text) {
+  std::vector<std::size_t> v;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t comma = text.find(',', pos);
+    v.push_back(std::strtoull(text.substr(pos, comma - pos).c_str(), nullptr, 10));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return v;
+}
+
 int parse(int argc, char** argv, Args& a) {
   for (int i = 1; i < argc; ++i) {
     const std::string s = argv[i];
@@ -248,10 +260,12 @@ int parse(int argc, char** argv, Args& a) {
     else if (s == "--fmas") a.fmas = std::atoi(value().c_str());
     else if (s == "--window-fmas") a.window_fmas = std::atoi(value().c_str());
     else if (s == "--host-runs") a.host_runs = std::atoi(value().c_str());
+    else if (s == "--run-mib") a.run_mib = parse_list(value());
+    else if (s == "--window-kib") a.window_kib = parse_list(value());
     else if (s == "--csv") a.csv = value();
     else if (s == "--help" || s == "-h") {
       std::printf("usage: streams_bench [--rounds N] [--total-mib M] [--fmas F] [--window-fmas F] [--host-runs N] "
-                  "[--csv FILE]\n");
+                  "[--run-mib 1,4,16,64] [--window-kib 64,256,...] [--csv FILE]\n");
       return 1;
     } else {
       std::fprintf(stderr, "streams_bench: unknown option %s\n", s.c_str());

@@ -125,7 +125,7 @@ struct PlanRun {
   std::size_t ops = 0;
   bool stage_in = false;
   bool stage_out = false;
-  std::size_t elems = 0;     ///< as in RunSpec
+  std::size_t elems = 0;     ///< as in RunSpec; for a run a Source ended, what it produced (driver.hpp)
   /// Ops whose completion implies that of every op of the run: the last op
   /// of each queue the run used that no other such op waits for. A run is
   /// complete when these are; an executor records its completion after them.

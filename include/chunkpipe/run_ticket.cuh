@@ -143,7 +143,7 @@ struct RunState {
   };
   Event origin;
   std::chrono::steady_clock::time_point host_origin;
-  std::deque<Timed> timed;  // grows at the back only: host tasks write in place
+  std::deque<Timed> timed;  // grows at the back only: host tasks write in place (profiling only)
   Report report;            // built by wait() when profiling
 
   RunState() = default;

@@ -55,10 +55,11 @@ TEST_CASE("allocations per run do not grow with the run's chunks", "[gpu][stream
       }
       INFO(to_string(policy) << (staged ? " staged" : " pinned") << ": " << few << " allocations per run of 4 chunks, "
                              << many << " per run of 64");
-      // A run allocates its state, its endpoints and its ticket: a handful,
-      // the same for 4 chunks as for 64.
+      // A run allocates a fixed handful (its state, endpoints, ranges and
+      // their index entries, its completion event's slot), the same for 4
+      // chunks as for 64: nothing per chunk or per op.
       REQUIRE(many <= few + 0.5);
-      REQUIRE(few <= 16);
+      REQUIRE(few <= 32);
       REQUIRE((staged ? page_out[chunk * 64 - 1] : pin_out[chunk * 64 - 1]) == 2.f);
     }
   }

@@ -72,6 +72,7 @@ class Driver {
     const std::size_t ring = counts_.size();
     exec.begin_run(run, base);
     bool noop = false;
+    std::size_t learned = 0;  // a Source's elements so far
     for (;;) {
       const std::size_t t = builder_.run_tick();
       if (!noop && run.failed()) {
@@ -92,6 +93,7 @@ class Driver {
           noop = true;
           count = 0;
         }
+        learned += count;
         if (count < chunk_elems_) builder_.set_run_chunks(t + 1);
       }
       batch_.clear();
@@ -99,6 +101,7 @@ class Driver {
       issue_batch<In>(exec, run, base, n, noop);
     }
     PlanRun done = builder_.end_run();
+    if (open_ended) done.elems = learned;
     exec.end_run(run, done);
     return done;
   }

@@ -24,7 +24,7 @@ int main() {
       return 1;
     }
   }
-  if (!chunkpipe::check_hazards(pipe.last_plan()).ok()) return 1;
-  std::printf("consumer: host backend ok, %zu ops\n", pipe.last_plan().ops.size());
+  if (!chunkpipe::check_hazards(pipe.plan_for(95)).ok()) return 1;
+  std::printf("consumer: host backend ok, %zu ops\n", pipe.plan_for(95).ops.size());
   return 0;
 }
