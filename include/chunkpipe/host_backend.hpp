@@ -70,15 +70,9 @@ class HostTicket {
     run_->completion.conclude();
   }
 
-  /// True once every op of the run has run. Never blocks.
-  bool ready() const {
-    if (!run_) return true;
-    if (auto engine = engine_.lock()) {
-      std::lock_guard<std::mutex> lock(engine->mutex);
-      return run_->ready();
-    }
-    return true;
-  }
+  /// True once every op of the run has run. Never blocks (it runs no op:
+  /// on the host backend ops run only inside wait() and run_async()).
+  bool ready() const { return !run_ || run_->ready(); }
 
   /// The run's elements and chunks, once it is ready.
   RunSummary summary() const { return run_ ? RunSummary{run_->elems, run_->chunks} : RunSummary{}; }
@@ -185,7 +179,13 @@ class HostPipeline {
     std::lock_guard<std::mutex> lock(engine_->mutex);
     Engine& e = *engine_;
     std::vector<const detail::HostRun*> exempt;
-    for (const HostTicket& t : order.tickets) exempt.push_back(t.run_.get());
+    for (const HostTicket& t : order.tickets) {
+      if (t.run_ && t.engine_.lock() != engine_) {
+        throw config_error("chunkpipe: after(ticket) on a HostPipeline takes tickets of the same pipeline only; "
+                           "wait() for a run of another one first");
+      }
+      exempt.push_back(t.run_.get());
+    }
     e.in_flight.check(ranges, exempt);
 
     auto run = std::make_shared<detail::HostRun>();
@@ -306,7 +306,17 @@ class HostPipeline {
 
     template <class In>
     void issue(detail::HostRunRef& ref, const RunSpec& spec, std::size_t n) {
-      runs.push_back(driver->template issue_run<In>(exec, ref, spec, n));
+      try {
+        runs.push_back(driver->template issue_run<In>(exec, ref, spec, n));
+      } catch (...) {
+        // The schedule may be left with a run open: run what was issued and
+        // start the next run on a fresh one.
+        ref.run->issued = true;
+        exec.drain();
+        driver.reset();
+        flow = nullptr;
+        throw;
+      }
     }
 
     Front front;

@@ -89,10 +89,11 @@ class ChunkedPipeline {
 
   /// Queues the same run and returns its ticket at once: wait() blocks
   /// until it is complete and throws its errors. The run continues the
-  /// pipeline's schedule, so back-to-back runs overlap on the GPU; a run
-  /// over pinned (or device) memory is issued by the calling thread, a run
-  /// that stages pageable memory or uses a Source or Sink by a chunkpipe
-  /// thread, so neither waits for earlier runs. The ranges must stay alive
+  /// pipeline's schedule, so back-to-back runs overlap on the GPU. A run
+  /// over pinned (or device) memory is issued by the calling thread when
+  /// nothing is queued before it; a run that stages pageable memory or uses
+  /// a Source or Sink, and any run queued behind one, by a chunkpipe
+  /// thread, so run_async() never waits for earlier runs. The ranges must stay alive
   /// and untouched until the run is waited for.
   ///
   /// A run whose ranges overlap those of a run still in flight, where

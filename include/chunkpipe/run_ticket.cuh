@@ -35,13 +35,23 @@ struct Health {
   std::mutex mutex;
   std::string why;
 
-  /// Marks the context broken; returns false if it already was.
-  bool mark(const std::string& reason) {
+  /// Marks the context broken (keeping the first reason). Never throws
+  /// but std::bad_alloc.
+  void mark(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex);
-    if (broken.exchange(true)) return false;
-    why = reason;
+    if (!broken.exchange(true)) why = reason;
+  }
+  /// For the first run that waits and finds the context broken: marks it,
+  /// and returns true if no run has reported the fault yet (that run
+  /// reports the CUDA error; the others, that they could not complete).
+  bool claim(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!broken.exchange(true)) why = reason;
+    if (claimed) return false;
+    claimed = true;
     return true;
   }
+  bool claimed = false;  // guarded by mutex
   std::string reason() {
     std::lock_guard<std::mutex> lock(mutex);
     return why;
@@ -220,7 +230,7 @@ inline void RunState::wait() {
       // runs queued after it name that one.
       if (!is_sticky(e.code())) {
         fail(std::current_exception());
-      } else if (health->mark(e.what())) {
+      } else if (health->claim(e.what())) {
         fail(std::current_exception());
       } else {
         fail(std::make_exception_ptr(pipeline_error(
@@ -265,6 +275,9 @@ inline void RunState::build_report() {
       op.start_ms = a;
       op.end_ms = b;
     } else {
+      // A host-in issued ahead of a Source that had already ended did
+      // nothing: it has no times.
+      if (t.host_end == std::chrono::steady_clock::time_point{}) continue;
       // Host ops are placed by the host clock, aligned at the origin event's
       // recording; the offset is the launch latency, microseconds.
       op.start_ms = std::chrono::duration<double, std::milli>(t.host_start - host_origin).count();
@@ -307,8 +320,9 @@ class RunTicket {
   /// and host task of the run finished; then finishes its Sink. Throws the
   /// run's first error (config_error, cuda_error, pipeline_error, or what a
   /// stage, source or sink threw), and the same error again on every later
-  /// call. A run queued after one that broke the device context throws
-  /// pipeline_error naming that failure. Safe to call from several threads.
+  /// call. After a fault that broke the device context, the first run
+  /// waited for that finds it throws the cuda_error, and the others
+  /// pipeline_error naming it. Safe to call from several threads.
   void wait() {
     if (state_) state_->wait();
   }

@@ -376,3 +376,14 @@ TEST_CASE("the simulator predicts a stream of runs as one schedule", "[streaming
   REQUIRE(makespan_ms(r) < 0.3 * t_one);
   REQUIRE(makespan_ms(r) > 0.2 * t_one);
 }
+
+TEST_CASE("after(ticket) on the host backend takes tickets of the same pipeline only", "[streaming][errors]") {
+  HostPipeline<Map<Fma>> one({.chunk_elems = 16}, Map<Fma>{{1.f, 1.f}});
+  HostPipeline<Map<Fma>> other({.chunk_elems = 16}, Map<Fma>{{1.f, 1.f}});
+  std::vector<float> a = data(64, 1), b(64), c(64);
+  HostTicket t = one.run_async(a, b);
+  REQUIRE_FALSE(t.ready());  // issued, not yet run: ops run inside wait()
+  REQUIRE_THROWS_AS((void)other.run_async(b, c, after(t)), config_error);
+  t.wait();
+  REQUIRE(t.ready());
+}

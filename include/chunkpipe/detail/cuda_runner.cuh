@@ -240,19 +240,23 @@ class CudaRunner {
       r.chunk_elems = g.chunk_elems;
       r.link = link_;
     }
-    last_ = run;
     if (n == 0) {  // nothing to queue; wait() still finishes a Sink
       run->mark_issued();
+      last_ = run;
       return RunTicket(run);
     }
-    in_flight_.add(run, std::move(ranges));
 
-    const std::size_t index = runs_started_++;
-    if (!run->host_work && worker_.idle()) {
-      issue<in_types>(run, spec, n, index);  // the caller issues: nothing of this run blocks on the host
-    } else {
-      worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
-    }
+    // The caller issues a run that nothing blocks on the host: no staging,
+    // nothing queued before it here, and every run it follows issued (a run
+    // of another pipeline may still wait for that pipeline's thread).
+    bool inline_issue = !run->host_work && worker_.idle();
+    for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
+    const std::size_t index = runs_started_;
+    if (!inline_issue) worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
+    ++runs_started_;
+    in_flight_.add(run, ranges);
+    last_ = run;
+    if (inline_issue) issue<in_types>(run, spec, n, index);
     return RunTicket(run);
   }
 
@@ -292,15 +296,18 @@ class CudaRunner {
     if (flow_ && *flow_ == flow && (!staged || pinned_arena_.size() >= layout_.pinned_bytes())) return;
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
-    const bool new_flow = !flow_ || *flow_ != flow;
-    if (new_flow) {
+    if (!flow_ || *flow_ != flow) {
       exec_.drain();
+      // Until the new slots exist, no flow is prepared: if allocating them
+      // throws, the next run starts here again.
       driver_.reset();
+      flow_ = nullptr;
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
-      layout_ = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow, g.chunk_elems,
-                                                      g.depth);
-      ensure_device_arena();
+      SlotLayout layout = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
+                                                                g.chunk_elems, g.depth);
+      ensure_device_arena(layout);
+      layout_ = std::move(layout);
       flow_ = &flow;
     }
     // Pinned slots only for pipelines that stage; no op uses them before
@@ -320,19 +327,19 @@ class CudaRunner {
     runs_log_.clear();
   }
 
-  void ensure_device_arena() {
-    const std::size_t dev = layout_.device_bytes();
+  void ensure_device_arena(const SlotLayout& layout) {
+    const std::size_t dev = layout.device_bytes();
     if (device_arena_.size() >= dev) return;
     std::size_t free = 0, total = 0;
     CHUNKPIPE_CUDA_TRY(cudaMemGetInfo(&free, &total));
     free += device_arena_.size();
     if (dev > free) {
       throw config_error("chunkpipe: the slots need " + mib(dev) + " of device memory (" +
-                         std::to_string(layout_.depth) + " slots of " + mib(layout_.device_slot_bytes) +
+                         std::to_string(layout.depth) + " slots of " + mib(layout.device_slot_bytes) +
                          ") but only " + mib(free) + " are free on device " + std::to_string(device_) +
                          "; use a smaller chunk_elems or depth");
     }
-    device_arena_ = DeviceBuffer();
+    device_arena_ = DeviceBuffer();  // the old slots' memory may be needed for the new
     device_arena_ = DeviceBuffer(dev);
   }
 

@@ -71,13 +71,14 @@ class Driver {
     const bool open_ended = n == unknown_length;
     const std::size_t ring = counts_.size();
     exec.begin_run(run, base);
-    bool noop = false;
+    bool noop = false;        // ops from here on do no work (the run failed)
+    bool cut = false;         // the run's chunk count was cut to where it failed
     std::size_t learned = 0;  // a Source's elements so far
     for (;;) {
       const std::size_t t = builder_.run_tick();
-      if (!noop && run.failed()) {
+      if (!cut && run.failed()) {
         // Stop at this tick: its chunk is the last, and issues nothing.
-        noop = true;
+        noop = cut = true;
         if (t < builder_.run_chunks()) builder_.set_run_chunks(t + 1);
       }
       batch_.clear();

@@ -22,6 +22,7 @@
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -39,8 +40,9 @@ struct HostRun {
   std::shared_ptr<const Endpoints> ends;
   RunCompletion completion;
   std::size_t first_chunk = 0;  ///< the run's chunk 0 in the schedule
-  std::size_t pending = 0;      ///< ops issued and not yet run
-  bool issued = false;          ///< every op has been issued
+  // Changed under the engine's lock, read without it by HostTicket::ready().
+  std::atomic<std::size_t> pending{0};  ///< ops issued and not yet run
+  std::atomic<bool> issued{false};      ///< every op has been issued
   bool source_ended = false;    ///< its Source returned a short chunk
   std::size_t elems = 0;        ///< elements moved (learned from a Source)
   std::size_t chunks = 0;       ///< chunks that held elements

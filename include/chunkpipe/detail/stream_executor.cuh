@@ -10,8 +10,8 @@
 // that needs its pinned slot filled, a D2H that needs its pinned slot
 // emptied) waits for that host task, while the GPU keeps working on what
 // was issued. Host tasks wait for device ops with cudaEventSynchronize on
-// events of their own, so a staged run's host work starts while earlier
-// runs' GPU work is still in flight.
+// the ops' ring events (below), so a staged run's host work starts while
+// earlier runs' GPU work is still in flight.
 //
 // An op's completion event lives in a ring indexed by (step, chunk %
 // reach): an entry is recorded again only by the same step of the same
@@ -106,6 +106,9 @@ class StreamExecutor {
   void begin_run(Run& run, std::size_t first_chunk) {
     run.first_chunk = first_chunk;
     RunState& st = *run.state;
+    // Runs this one follows must have their completion events recorded
+    // (a run of another pipeline may still be issued by its thread).
+    for (const auto& before : st.after_runs) before->wait_issued();
     run.gated = !st.gates.empty() || !st.after_runs.empty();
     if (run.gated) run.started.assign(queues_.size(), 0);
     if (st.profile) {
@@ -179,6 +182,8 @@ class StreamExecutor {
           }
         }
       } catch (const cuda_error& e) {
+        // A broken context: the pipeline is unusable, but which run broke
+        // it is for the first wait() to say (RunState::wait).
         if (is_sticky(e.code())) health_->mark(e.what());
         st.fail(std::current_exception());
       } catch (...) {
@@ -355,7 +360,12 @@ class StreamExecutor {
     t.scratch = &lane.scratch;
     if (st.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
     st.host_task_started();
-    rec.host_pos = lane.queue->push(std::move(t));
+    try {
+      rec.host_pos = lane.queue->push(std::move(t));
+    } catch (...) {
+      st.host_task_finished();  // never queued: nothing will finish it
+      throw;
+    }
     if (logged) logged->signal = true;
   }
 
@@ -424,8 +434,9 @@ class StreamExecutor {
   cudaEvent_t ring_event(const Record& r) const {
     return ring_[static_cast<std::size_t>(r.step)][r.chunk % reach_].get();
   }
-  // The op whose record a wait on `r`'s event really waits for: the entry's
-  // latest, which is `r` or a later op of its step and slot.
+  // The op a wait on `r`'s ring event waits for, as the issued log names
+  // it: `r` itself, since an entry is recorded again only by the same step
+  // of the same slot `reach` chunks later, which no waiter of `r` precedes.
   std::size_t ring_owner(const Record& r) const { return r.id; }
 
   // An op's record, by id. Waits reach back a bounded number of ops, except
