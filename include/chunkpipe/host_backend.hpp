@@ -237,7 +237,7 @@ class HostPipeline {
     const std::size_t chunk = geometry().chunk_elems;
     const detail::SlotLayout layout = detail::make_slot_layout(
         plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth);
-    detail::HostExecutor<Stages...> exec(e.front.stages(), e.seed);
+    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
     exec.reset(plan.steps, plan.queues.size(), layout);
     auto run = std::make_shared<detail::HostRun>();
     run->ends = ends;
@@ -326,7 +326,6 @@ class HostPipeline {
     std::vector<PlanRun> runs;
     detail::InFlightRanges<detail::HostRun> in_flight;
     HostTicket last_ticket;
-    std::uint64_t seed = 1;
   };
 
   std::shared_ptr<Engine> engine_;

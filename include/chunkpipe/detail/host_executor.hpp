@@ -71,6 +71,7 @@ class HostExecutor {
     seed_ = seed;
     rng_.seed(seed);
   }
+  std::uint64_t seed() const noexcept { return seed_; }
 
   /// Starts over with a schedule's tables and a slot layout; nothing may be
   /// in flight. Slot memory is poisoned.
