@@ -39,27 +39,17 @@
 #include <vector>
 
 #include "event_clock.hpp"
+#include "probes/probe.hpp"
 #include "support.hpp"
 
 namespace {
 
 constexpr std::size_t kKiB = 1024, kMiB = kKiB * 1024;
 
-struct Fma {
-  int iters;
-  __host__ __device__ float operator()(float y) const {
-#ifdef __CUDA_ARCH__
-#pragma unroll 16
-#endif
-    for (int k = 0; k < iters; ++k) y = fmaf(y, 0.999f, 0.0625f);
-    return y;
-  }
-};
-
-__global__ void fma_kernel(const float* in, float* out, std::size_t n, Fma f) {
-  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-  if (i < n) out[i] = f(in[i]);
-}
+// The lesson's chain of FMAs and its one-thread-per-element kernel, as the
+// probes time them.
+using probe::Fma;
+using probe::kern;
 
 // Spins on the GPU for about `ns` (at most 2 GHz): the gate of the host section.
 __global__ void spin(long long ns) {
@@ -110,7 +100,7 @@ struct HandLoop {
       const int p = static_cast<int>(k % 4);
       const std::size_t off = k * chunk, n = std::min(chunk, total - off);
       CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(d_in(p), in + off, n * sizeof(float), cudaMemcpyHostToDevice, s[p].get()));
-      fma_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s[p].get()>>>(d_in(p), d_out(p), n, f);
+      kern<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s[p].get()>>>(d_in(p), d_out(p), n, f);
       CHUNKPIPE_CUDA_TRY(cudaGetLastError());
       CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(out + off, d_out(p), n * sizeof(float), cudaMemcpyDeviceToHost, s[p].get()));
     }

@@ -267,19 +267,8 @@ class HostPipeline {
   Plan issued_plan() const {
     std::lock_guard<std::mutex> lock(engine_->mutex);
     const Engine& e = *engine_;
-    Plan plan;
-    if (!e.driver) return plan;
-    const PlanBuilder& b = e.driver->builder();
-    plan.policy = b.policy();
-    plan.depth = b.depth();
-    plan.shape = b.shape();
-    plan.queues = b.queues();
-    plan.steps = b.steps();
-    plan.buffers = b.buffers();
-    plan.ops = e.exec.issued_ops();
-    plan.runs = e.runs;
-    for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
-    return plan;
+    if (!e.driver) return Plan{};
+    return ::chunkpipe::detail::issued_plan(e.driver->builder(), e.exec.issued_ops(), e.runs);
   }
 
  private:

@@ -119,19 +119,8 @@ class CudaRunner {
   Plan issued_plan() {
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
-    Plan plan;
-    if (!driver_) return plan;
-    const PlanBuilder& b = driver_->builder();
-    plan.policy = b.policy();
-    plan.depth = b.depth();
-    plan.shape = b.shape();
-    plan.queues = b.queues();
-    plan.steps = b.steps();
-    plan.buffers = b.buffers();
-    plan.ops = exec_.log();
-    plan.runs = runs_log_;
-    for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
-    return plan;
+    if (!driver_) return Plan{};
+    return ::chunkpipe::detail::issued_plan(driver_->builder(), exec_.log(), runs_log_);
   }
 
   /// Waits for work in flight and unregisters every range Staging::registered

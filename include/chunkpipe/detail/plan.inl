@@ -495,6 +495,16 @@ inline Plan plan_header(const PlanBuilder& builder) {
   return plan;
 }
 
+/// A schedule's ops and runs, as issued through `builder`, as a Plan (what
+/// check_hazards() and simulate() take). Chunks: the highest op's + 1.
+inline Plan issued_plan(const PlanBuilder& builder, std::vector<Op> ops, std::vector<PlanRun> runs) {
+  Plan plan = ::chunkpipe::detail::plan_header(builder);
+  plan.ops = std::move(ops);
+  plan.runs = std::move(runs);
+  for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
+  return plan;
+}
+
 inline void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
   builder.begin_run(spec);
   OpBatch batch;
