@@ -4,7 +4,8 @@
 // still use it. Host-only C++, no CUDA.
 //
 // The only edges it believes are the ones an executor really creates: order
-// on one queue, and each op's explicit waits. It does not look at how the
+// on one queue, and each op's explicit waits; or, for a graph executor,
+// which has no queues, the graph's edges alone. It does not look at how the
 // plan was built, so it also catches plans written or edited by hand, such
 // as the lesson's pitfall of more streams than buffers with no events.
 #pragma once
@@ -36,9 +37,24 @@ struct HazardReport {
   bool ok() const noexcept { return structural.empty() && hazards.empty(); }
 };
 
-/// Checks `plan`. Never throws for a bad plan (that is what it reports);
-/// may throw std::bad_alloc.
+/// Checks `plan`, ordered by its queues and waits. Costs about ops x queues
+/// in time and memory, or, where that would be large, a search per
+/// conflicting pair over the ops issued between the two. Never blocks.
+/// Never throws for a bad plan (that is what it reports); may throw
+/// std::bad_alloc.
 HazardReport check_hazards(const Plan& plan);
+
+/// Checks `graph` as the only ordering of `plan`'s ops (no queue order, and
+/// the ops' waits are ignored): every pair of conflicting slot-buffer
+/// accesses must be ordered by a path of graph edges. Reports structural
+/// problems in HazardReport::structural: graph.deps.size() !=
+/// plan.ops.size(), an edge from a node not before it (deps[i] entries must
+/// be < i), and the op fields check_hazards(plan) also rejects (id, queue,
+/// slot, step). For graph_of(plan) it costs what check_hazards(plan) does;
+/// a graph that leaves many ops unordered after the op before them on
+/// their queue may cost a search per conflicting pair instead. Never
+/// blocks. Never throws but std::bad_alloc.
+HazardReport check_hazards(const Plan& plan, const PlanGraph& graph);
 
 /// Prints "no hazards" or one line per problem.
 std::ostream& operator<<(std::ostream& os, const HazardReport& report);

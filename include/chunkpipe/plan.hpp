@@ -43,6 +43,20 @@ enum class Policy : std::uint8_t {
   automatic,
 };
 
+/// What turns a plan into device work (Options::executor).
+enum class Executor : std::uint8_t {
+  /// Let chunkpipe choose per run: graphs for a Map-only pipeline's pinned
+  /// runs of many small chunks once their shape repeats, streams otherwise.
+  automatic,
+  /// CUDA streams and events, op by op, as the plan issues them
+  /// (detail/stream_executor.cuh). Every run can use it.
+  streams,
+  /// A CUDA graph per run shape, built from the plan once, updated for new
+  /// host pointers and launched as one unit (detail/graph_executor.cuh).
+  /// Runs it cannot take (staged, profiled) use streams, and say why.
+  graphs,
+};
+
 /// The kinds of operation a chunk goes through, in order.
 enum class OpKind : std::uint8_t { host_in, h2d, stage, d2h, host_out };
 
@@ -143,6 +157,9 @@ struct Plan {
   std::vector<std::string> buffers;  ///< names of the per-slot buffers
   std::vector<Op> ops;               ///< in issue order; ops[i].id == i
   std::vector<PlanRun> runs;         ///< in issue order
+  /// The executor a run of this plan would use (ChunkedPipeline::plan_for);
+  /// make_plan() leaves it at streams.
+  Executor executor = Executor::streams;
 
   /// "h2d of chunk 3 (slot 0, queue h2d)": for error messages and printing.
   std::string describe(const Op& op) const;
@@ -328,9 +345,31 @@ Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chu
 /// for a run of unknown_chunks.
 Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vector<RunSpec>& runs);
 
+/// A plan as a dependency graph, the form a CUDA graph takes: there are no
+/// queues, so its edges are the only ordering there is. Node i is
+/// plan.ops[i]; deps[i] lists the nodes it follows, ascending, without
+/// duplicates.
+struct PlanGraph {
+  std::vector<std::vector<std::size_t>> deps;
+};
+
+/// The graph a graph executor builds from `plan`: each op depends on its
+/// waits and on the op before it on its queue, so the graph orders exactly
+/// what the plan's queues and waits order. Only the immediately previous op
+/// of the queue is an edge; the earlier ones follow from it. Costs time and
+/// memory linear in the ops and waits; never blocks. Throws
+/// std::invalid_argument for a malformed plan (an op whose id is not its
+/// position, whose queue is not one of plan.queues, or that waits for an op
+/// not issued before it), and std::bad_alloc.
+PlanGraph graph_of(const Plan& plan);
+
 
 std::string_view to_string(Policy policy) noexcept;
 std::string_view to_string(OpKind kind) noexcept;
+std::string_view to_string(Executor executor) noexcept;
+/// Parses "streams", "graphs" or "auto"/"automatic". Throws config_error
+/// naming the accepted values.
+Executor parse_executor(std::string_view text);
 /// Parses "serial", "slot_streams", "stage_streams" or "auto"/"automatic".
 /// Throws config_error naming the accepted values.
 Policy parse_policy(std::string_view text);

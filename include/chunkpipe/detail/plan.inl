@@ -32,6 +32,22 @@ inline std::string_view to_string(OpKind kind) noexcept {
   return "?";
 }
 
+inline std::string_view to_string(Executor executor) noexcept {
+  switch (executor) {
+    case Executor::automatic: return "auto";
+    case Executor::streams: return "streams";
+    case Executor::graphs: return "graphs";
+  }
+  return "?";
+}
+
+inline Executor parse_executor(std::string_view text) {
+  if (text == "streams") return Executor::streams;
+  if (text == "graphs") return Executor::graphs;
+  if (text == "auto" || text == "automatic") return Executor::automatic;
+  throw config_error("chunkpipe: unknown executor '" + std::string(text) + "' (expected streams, graphs or auto)");
+}
+
 inline Policy parse_policy(std::string_view text) {
   if (text == "serial") return Policy::serial;
   if (text == "slot_streams") return Policy::slot_streams;
@@ -536,6 +552,36 @@ inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, const st
   }
   for (const Op& op : plan.ops) plan.chunks = std::max(plan.chunks, op.chunk + 1);
   return plan;
+}
+
+inline PlanGraph graph_of(const Plan& plan) {
+  const std::size_t n = plan.ops.size();
+  PlanGraph graph;
+  graph.deps.resize(n);
+  std::vector<std::size_t> last(plan.queues.size(), n);  // per queue: its latest op so far, n = none
+  for (std::size_t i = 0; i < n; ++i) {
+    const Op& op = plan.ops[i];
+    auto malformed = [&](const std::string& why) {
+      throw std::invalid_argument("chunkpipe: graph_of: op #" + std::to_string(i) + ": " + why);
+    };
+    if (op.id != i) malformed("id is " + std::to_string(op.id) + ", expected its position");
+    if (op.queue < 0 || static_cast<std::size_t>(op.queue) >= last.size()) malformed("queue out of range");
+    std::vector<std::size_t>& deps = graph.deps[i];
+    deps.reserve(op.waits.size() + 1);
+    for (std::size_t w : op.waits) {
+      if (w >= i) malformed("waits for op #" + std::to_string(w) + ", which is not issued before it");
+      deps.push_back(w);
+    }
+    // A graph has no stream to keep issue order, and planners leave out
+    // every wait that order already implies: the queue edge stands in for
+    // all of them.
+    std::size_t& prev = last[static_cast<std::size_t>(op.queue)];
+    if (prev != n) deps.push_back(prev);
+    prev = i;
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+  }
+  return graph;
 }
 
 inline std::ostream& operator<<(std::ostream& os, const Plan& plan) {
