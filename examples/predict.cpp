@@ -111,7 +111,7 @@ std::vector<Schedule> schedules(const Config& c, std::size_t chunk) {
   cp::Options defaults;
   defaults.chunk_elems = chunk;
   defaults.depth = c.depth;
-  const cp::Geometry g = cp::detail::resolve_geometry(defaults, true);
+  const cp::Geometry g = cp::detail::resolve_geometry(defaults, true, cp::detail::Target::device);
   const std::string window = size_text(chunk * sizeof(float));
   const std::string step = size_text(g.chunk_elems * sizeof(float));
 

@@ -15,7 +15,7 @@
 #   scripts/gpu-check.sh OUTDIR [--bench | --only-bench] [--bench-args "..."]
 #                               [--staging] [--bench-prog NAME [--bench-prog-args "..."]]...
 #                               [--sanitizers "memcheck racecheck synccheck"] [--no-sanitizer]
-#                               [--no-tests] [--demo-args "..."]
+#                               [--no-tests | --only-sanitizers] [--demo-args "..."]
 #
 # --bench             adds benchmarks/pipeline_bench, with --bench-args.
 # --only-bench        --bench --no-tests.
@@ -33,6 +33,9 @@
 # --no-sanitizer      runs none.
 # --no-tests          after the build, runs only the benchmarks asked for:
 #                     no ctest, examples or sanitizers.
+# --only-sanitizers   after the build, runs only the sanitizers (and the
+#                     benchmarks asked for): no ctest, no examples. For a
+#                     second call after a full one, within a time limit.
 # --demo-args "..."   double_buffer's arguments (default --sweep).
 # --cpu-exclude RE    leaves CPU tests matching RE out (ctest -E) besides
 #                     docs (no doxygen there; CI builds it), e.g. the
@@ -44,7 +47,7 @@
 set -uo pipefail
 usage="usage: scripts/gpu-check.sh OUTDIR [--bench | --only-bench] [--bench-args ARGS] [--staging]
        [--bench-prog NAME [--bench-prog-args ARGS]]... [--sanitizers \"TOOL...\"] [--no-sanitizer]
-       [--no-tests] [--demo-args ARGS]"
+       [--no-tests | --only-sanitizers] [--demo-args ARGS]"
 help() { sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 case "${1:-}" in -h|--help) help; exit 0 ;; esac
 if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
     --bench) bench=1 ;;
     --only-bench) bench=1; tests=0 ;;
     --no-tests) tests=0 ;;
+    --only-sanitizers) tests=2 ;;
     --staging) staging=1 ;;
     --bench-args|--demo-args|--sanitizers|--bench-prog|--bench-prog-args|--cpu-exclude)
       if [ $# -lt 2 ]; then echo "gpu-check: $1 needs a value" >&2; echo "$usage" >&2; exit 2; fi
@@ -190,7 +194,9 @@ if [ $tests = 1 ]; then
       *) step "example-$ex" 120 "$build/examples/$ex" ;;
     esac
   done
+fi  # ctest and examples
 
+if [ $tests != 0 ]; then
   if [ -n "$sanitizers" ]; then
     # Every GPU test program but the one that plants a fault on purpose, run
     # directly (CTest's test names may be one per test case).

@@ -275,7 +275,7 @@ class HostPipeline {
   struct Engine : detail::HostEngineBase {
     template <class... S>
     explicit Engine(Options options, S&&... stages)
-        : front(options, std::forward<S>(stages)...), exec(front.stages(), 1) {}
+        : front(detail::Target::host, options, std::forward<S>(stages)...), exec(front.stages(), 1) {}
 
     void finish(detail::HostRun& run) override { exec.finish(run); }
 

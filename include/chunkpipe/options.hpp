@@ -20,6 +20,12 @@ inline constexpr std::size_t default_chunk_elems = std::size_t{1} << 21;
 /// Elements per grain when the automatic policy splits a window (below).
 inline constexpr std::size_t default_grain_elems = std::size_t{1} << 21;
 
+/// Windows below this many elements (2 MiB of float) are host-bound on the
+/// GPU: on the H200 a chunk's CUDA calls take about 9 us to issue, the link
+/// moves 2 MiB each way in about 40 us, and below that the issuing thread,
+/// not the link, sets the pace. See Options::memory_elems.
+inline constexpr std::size_t small_window_elems = std::size_t{1} << 19;
+
 /// How pageable host memory (a std::vector, say) crosses to the GPU. Pinned
 /// or device memory is always copied directly; sources and sinks always
 /// work in the pipeline's pinned slots.
@@ -62,6 +68,19 @@ struct Options {
   /// policies at the window; a value applies to stage_streams (and auto),
   /// whose stream count does not grow with the number of slots.
   std::size_t grain_elems = 0;
+  /// Device memory the automatic policy may give a Map-only pipeline on the
+  /// GPU, in elements per slot buffer (slots x unit). A window smaller than
+  /// small_window_elems is host-bound there (every chunk costs its CUDA
+  /// calls, about 9 us at 64 KiB on the H200 against 1.2 us of link time),
+  /// and element-wise work cannot see chunk boundaries, so such a window is
+  /// scheduled in units of up to default_grain_elems within this budget.
+  /// 0: what the default window uses (default_depth x default_chunk_elems);
+  /// set it to bound memory. Explicit policies, a grain_elems, a ChunkFn
+  /// stage and the host backend keep the window.
+  std::size_t memory_elems = 0;
+  /// What issues the runs (plan.hpp): CUDA streams, CUDA graphs, or a
+  /// choice per run. The host backend ignores it.
+  Executor executor = Executor::automatic;
   /// CUDA device ordinal; -1 uses the device current when the pipeline is built.
   int device = -1;
   /// Time every operation with CUDA events so report() can draw the run.
@@ -102,7 +121,51 @@ struct Geometry {
   std::size_t chunk_elems;   ///< scheduling unit
 };
 
+/// Fewest chunks a run needs before the automatic executor gives it a
+/// graph. A graph run starts after everything before it and ends before
+/// anything after it starts, so its first copy in and last copy out overlap
+/// nothing; over a short run that costs more than the per-op calls it saves.
+inline constexpr std::size_t graph_min_chunks = 64;
+
+/// Runs of one shape (element count) the automatic executor issues on
+/// streams before it builds that shape's graph: building costs about as
+/// much host time as issuing the run a few times over, so only a shape
+/// that repeats earns it back.
+inline constexpr int graph_after_runs = 2;
+
 namespace detail {
+
+/// Why a run cannot be a graph, or nullptr if it can.
+inline const char* graph_refusal(const Options& o, bool staged) noexcept {
+  if (o.profile) return "profiling times each op with CUDA events on streams";
+  if (staged) {
+    return "the run stages pageable memory or uses a Source or Sink, host work a graph would have to wait for in "
+           "host nodes (tens of us each)";
+  }
+  return nullptr;
+}
+
+/// The executor a run uses (Options::executor): `chunks` of the geometry's
+/// unit, `staged` if any side goes through host threads, `seen` runs of
+/// this shape before it. For a run that asked for graphs and cannot have
+/// them, `note` says why.
+inline Executor choose_executor(const Options& o, const Geometry& g, bool all_elementwise, std::size_t chunks,
+                                bool staged, int seen, std::string* note = nullptr) {
+  if (o.executor == Executor::streams) return Executor::streams;
+  const char* refusal = graph_refusal(o, staged);
+  if (o.executor == Executor::graphs) {
+    if (!refusal) return Executor::graphs;
+    if (note) *note = refusal;
+    return Executor::streams;
+  }
+  // Automatic: only where graphs measured faster (many small chunks, a
+  // repeated shape), and only for Map stages, which a graph replays
+  // exactly. A ChunkFn runs when its graph is built, not on every run, so
+  // it gets graphs only when asked for.
+  const bool pays = all_elementwise && g.chunk_elems < small_window_elems && chunks >= graph_min_chunks &&
+                    seen >= graph_after_runs;
+  return !refusal && pays ? Executor::graphs : Executor::streams;
+}
 
 /// Throws config_error naming the first bad field.
 inline void validate_options(const Options& o) {
@@ -118,12 +181,28 @@ inline void validate_options(const Options& o) {
 /// Most slots a grain split may create; each costs an event and bookkeeping.
 inline constexpr std::size_t max_slots = 4096;
 
-inline Geometry resolve_geometry(const Options& o, bool all_elementwise) {
+/// Where a pipeline runs: the GPU's automatic policy may also coarsen a
+/// small window (Options::memory_elems); the host backend keeps it, since
+/// it exists to run the schedules a window implies.
+enum class Target : std::uint8_t { device, host };
+
+/// The geometry `o` resolves to for a pipeline whose stages are all Map
+/// (`all_elementwise`) or not. Throws config_error for a grain that would
+/// need more than max_slots slots.
+inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target target) {
   const Resolved r = resolve(o.policy, o.depth);
   Geometry g{r.policy, r.depth, o.chunk_elems};
   std::size_t grain = o.grain_elems;
   const bool chosen = grain == 0 && o.policy == Policy::automatic;  // ours to adjust
   if (chosen) grain = default_grain_elems;
+  if (chosen && all_elementwise && target == Target::device && o.chunk_elems < small_window_elems) {
+    // Coarser units in the same ring: per-chunk host cost is what bounds a
+    // small window on the GPU, and no Map stage can tell.
+    const std::size_t budget = o.memory_elems != 0 ? o.memory_elems : default_chunk_elems * default_depth;
+    const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth));
+    if (unit > o.chunk_elems) g.chunk_elems = unit;
+    return g;
+  }
   if (all_elementwise && r.policy == Policy::stage_streams && grain != 0 && grain < o.chunk_elems) {
     // Same memory, finer steps: p grains per window, depth x p slots.
     std::size_t pieces = (o.chunk_elems + grain - 1) / grain;

@@ -17,8 +17,8 @@
 // (options.hpp), reports (report.hpp), the simulator (simulate.hpp), the CUDA
 // resources (memory.cuh), run tickets and after() (run_ticket.cuh), and the
 // machinery behind ChunkedPipeline in detail/: the driver (driver.hpp), the
-// CUDA stream executor (stream_executor.cuh) and the glue between them
-// (cuda_runner.cuh). The host backend (host_backend.hpp) needs no CUDA and is
+// CUDA stream executor (stream_executor.cuh), the CUDA graph executor
+// (graph_executor.cuh) and the glue between them (cuda_runner.cuh). The host backend (host_backend.hpp) needs no CUDA and is
 // included separately.
 #pragma once
 
@@ -129,6 +129,11 @@ class ChunkedPipeline {
   /// the executor issued it (the waits and events it really made), for
   /// check_hazards(). Waits for runs still being issued.
   Plan issued_plan() { return runner_->issued_plan(); }
+  /// With Options::record_issued: the plan of the most recent graph built
+  /// and the edges of that CUDA graph as CUDA reports them, for
+  /// check_hazards(graph.plan, graph.graph). Empty before the first.
+  /// Waits for runs still being issued.
+  IssuedGraph issued_graph() { return runner_->issued_graph(); }
   /// The device it runs on.
   int device() const noexcept { return runner_->device(); }
 
@@ -144,6 +149,10 @@ class ChunkedPipeline {
 
   /// The link the reports' floor is computed against (see measure.cuh).
   void set_link(const LinkModel& link) { runner_->set_link(link); }
+
+  /// What the graph executor has done: graphs built, updated and replayed,
+  /// and what the last of each cost on the host. Never blocks on the GPU.
+  GraphStats graph_stats() const { return runner_->graph_stats(); }
 
   /// A copy of the most recent run's timeline, when Options::profile is on
   /// and the run has been waited for. Throws pipeline_error otherwise.

@@ -55,6 +55,35 @@ struct Report {
   /// The link the floor is computed against; bandwidths of 0 mean unknown,
   /// and then no floor or efficiency is shown.
   LinkModel link;
+  /// What issued the run. A run that asked for graphs and ran on streams
+  /// says why in executor_note (profiling always does: it times each op
+  /// with events on streams).
+  Executor executor = Executor::streams;
+  std::string executor_note;
+};
+
+/// A graph run's plan and the edges of the CUDA graph built for it, read
+/// back from CUDA (ChunkedPipeline::issued_graph(), with
+/// Options::record_issued): what check_hazards(plan, graph) proves safe.
+struct IssuedGraph {
+  Plan plan;
+  PlanGraph graph;
+};
+
+/// What a pipeline's graph executor has done so far
+/// (ChunkedPipeline::graph_stats()). Times are host time on the issuing
+/// thread, in ms.
+struct GraphStats {
+  std::size_t built = 0;      ///< graphs built and instantiated: a new run shape
+  std::size_t updated = 0;    ///< runs that pointed a cached graph at new host ranges
+  std::size_t replayed = 0;   ///< runs that launched a cached graph as it was
+  std::size_t on_streams = 0; ///< runs Executor::graphs sent to streams (last_note says why)
+  std::size_t cached = 0;     ///< executable graphs held now
+  double build_ms = 0;        ///< the last build: the plan's ops added as nodes
+  double instantiate_ms = 0;  ///< the last build's cudaGraphInstantiate
+  double update_ms = 0;       ///< the last update: new host addresses set in every copy node
+  double launch_ms = 0;       ///< the last cudaGraphLaunch
+  std::string last_note;      ///< why the last run that asked for graphs used streams
 };
 
 // ---------------------------------------------------------------------------

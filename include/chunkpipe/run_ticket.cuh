@@ -110,6 +110,8 @@ struct RunState {
   std::vector<Event> tails;  ///< recorded after the run's last ops: its completion on the device
   std::size_t chunks = 0;    ///< chunks that held elements
   std::size_t elems = 0;     ///< elements (a Source's, once it ended)
+  Executor executor = Executor::streams;  ///< what issued it
+  std::string executor_note;              ///< why it ran on streams when graphs were asked for
 
   std::atomic<bool> source_ended{false};  ///< a Source returned a short chunk
 
@@ -344,6 +346,20 @@ class RunTicket {
 
   /// True once the run has finished (or failed; wait() says which). Never blocks.
   bool ready() const { return !state_ || state_->ready(); }
+
+  /// What issued the run (Options::executor), and, for a run that asked
+  /// for graphs and ran on streams, why. Blocks until the run is issued
+  /// (only a run queued behind a staged run waits for that).
+  Executor executor() const {
+    if (!state_) return Executor::streams;
+    state_->wait_issued();
+    return state_->executor;
+  }
+  std::string executor_note() const {
+    if (!state_) return {};
+    state_->wait_issued();
+    return state_->executor_note;
+  }
 
   /// The run's timeline, with Options::profile on, after wait() returned.
   /// The reference lives as long as this ticket (or a copy of it). Throws

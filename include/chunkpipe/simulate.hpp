@@ -79,7 +79,7 @@ Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
 /// work.chunk_elems for work.elems, then simulates it. It does not split
 /// the window into grains as a pipeline's automatic policy does: to predict
 /// that, pass the policy, depth and chunk_elems of
-/// detail::resolve_geometry(options, true). Throws what resolve(),
+/// detail::resolve_geometry(options, true, detail::Target::device). Throws what resolve(),
 /// make_plan() and simulate() throw.
 Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine);
 

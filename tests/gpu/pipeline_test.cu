@@ -181,7 +181,7 @@ TEST_CASE("run_async returns a ticket; runs queue behind each other", "[gpu]") {
   std::memcpy(in.data(), x.data(), n * sizeof(float));
   poison(a);
   poison(b);
-  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 16, .depth = 3}, Map<Scale>{{-2.f}});
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 16, .depth = 3, .grain_elems = 1 << 16}, Map<Scale>{{-2.f}});
   RunTicket first = pipe.run_async(in, a);
   RunTicket second = pipe.run_async(in, b);  // same slots: ordered after the first
   second.wait();
@@ -206,7 +206,7 @@ TEST_CASE("enqueue_wait orders a stream after a run without blocking", "[gpu]") 
   std::memcpy(in.data(), x.data(), n * sizeof(float));
   poison(out);
   const Chain chain{256};
-  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3}, Map<Chain>{chain});
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3, .grain_elems = 1 << 16}, Map<Chain>{chain});
   Stream user = Stream::create();
   DeviceBuffer seen(n * sizeof(float));
   RunTicket t = pipe.run_async(in, out);
@@ -319,7 +319,8 @@ TEST_CASE("every staging mode moves pageable memory correctly", "[gpu][staging]"
   const auto x = random_floats(n, 11);
   for (Staging mode : {Staging::automatic, Staging::threads, Staging::registered, Staging::direct}) {
     for (int threads : {1, 4}) {
-      ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 18, .staging = mode, .host_threads = threads});
+      ChunkedPipeline<Map<Chain>> pipe(
+          {.chunk_elems = 1 << 18, .grain_elems = 1 << 18, .staging = mode, .host_threads = threads});
       std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
       pipe.run(x, y);
       pipe.run(x, y);  // registered: the second run reuses the registration
@@ -362,7 +363,7 @@ TEST_CASE("a source of unknown length into a sink and into a range", "[gpu][sour
 }
 
 TEST_CASE("a failing source or sink drains the run and leaves the pipeline usable", "[gpu][errors]") {
-  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 18, .depth = 3}, Map<Scale>{{2.f}});
+  ChunkedPipeline<Map<Scale>> pipe({.chunk_elems = 1 << 18, .depth = 3, .grain_elems = 1 << 18}, Map<Scale>{{2.f}});
   std::vector<float> got(1 << 22);
   int finished = 0, aborted = 0;
   auto failing = source<float>([](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {

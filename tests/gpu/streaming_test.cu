@@ -201,7 +201,7 @@ TEST_CASE("a run that fails in the middle of a stream fails alone", "[gpu][strea
 TEST_CASE("after(stream), after(event) and after(ticket) order a run after other GPU work", "[gpu][streaming]") {
   const std::size_t n = std::size_t{1} << 20;
   const Chain f{};
-  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3});
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3, .grain_elems = 1 << 16});
   Stream user = Stream::create();
   PinnedArray<float> in(n), out(n), out2(n), chained(n);
 
@@ -259,7 +259,7 @@ TEST_CASE("a pipeline destroyed with runs in flight waits for them", "[gpu][stre
   poison(out);
   RunTicket pinned_run, staged_run;
   {
-    ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16});
+    ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .grain_elems = 1 << 16});
     pinned_run = pipe.run_async(in, out);
     staged_run = pipe.run_async(x, y);
   }

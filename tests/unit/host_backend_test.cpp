@@ -200,6 +200,36 @@ TEST_CASE("the automatic policy cycles an element-wise window in grains", "[host
   REQUIRE(lesson.geometry().depth == 2);
 }
 
+TEST_CASE("on the GPU the automatic policy schedules a small Map-only window in larger units", "[host][config]") {
+  using detail::resolve_geometry;
+  using detail::Target;
+  const std::size_t w = 1 << 14;  // 64 KiB of float
+  const std::size_t budget = default_depth * default_chunk_elems;
+  const Geometry g = resolve_geometry({.chunk_elems = w}, true, Target::device);
+  CHECK(g.policy == Policy::stage_streams);
+  CHECK(g.depth == default_depth);
+  CHECK(g.chunk_elems == default_grain_elems);  // the default window's memory
+  CHECK(g.chunk_elems * static_cast<std::size_t>(g.depth) <= budget);
+
+  // A budget bounds the units; one too small for more than the window keeps it.
+  CHECK(resolve_geometry({.chunk_elems = w, .memory_elems = 3 * 100000}, true, Target::device).chunk_elems == 100000);
+  CHECK(resolve_geometry({.chunk_elems = w, .memory_elems = 3 * w - 1}, true, Target::device).chunk_elems == w);
+  // More slots share the same budget.
+  const Geometry deep = resolve_geometry({.chunk_elems = w, .depth = 8}, true, Target::device);
+  CHECK(deep.depth == 8);
+  CHECK(deep.chunk_elems == budget / 8);
+
+  // Everything else keeps the window: a stage that sees chunks, an explicit
+  // policy or grain, the host backend, and windows that are not small.
+  CHECK(resolve_geometry({.chunk_elems = w}, false, Target::device).chunk_elems == w);
+  CHECK(resolve_geometry({.chunk_elems = w, .policy = Policy::stage_streams}, true, Target::device).chunk_elems == w);
+  CHECK(resolve_geometry({.chunk_elems = w, .grain_elems = w}, true, Target::device).chunk_elems == w);
+  CHECK(resolve_geometry({.chunk_elems = w}, true, Target::host).chunk_elems == w);
+  CHECK(resolve_geometry({.chunk_elems = small_window_elems}, true, Target::device).chunk_elems == small_window_elems);
+  HostPipeline<Map<Fma>> host({.chunk_elems = w}, Map<Fma>{});
+  CHECK(host.geometry().chunk_elems == w);
+}
+
 TEST_CASE("a plan missing its events gives wrong output on some execution order", "[host][hazards]") {
   // The lesson's pitfall executed: three streams over two slots, no events.
   // The hazard check rejects it statically; here the damage shows in data.

@@ -18,6 +18,7 @@
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/graph_executor.cuh>
 #include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
@@ -32,6 +33,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -59,9 +61,10 @@ class CudaRunner {
  public:
   /// Throws config_error for bad options or a device that does not exist.
   CudaRunner(Options options, Stages... stages)
-      : front_(options, std::move(stages)...), device_(pick_device(options)),
-        exec_(front_.stages(), device_, host_threads_for(options), health_, pool_) {
+      : front_(Target::device, options, std::move(stages)...), device_(pick_device(options)),
+        exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
     exec_.set_logging(options.record_issued);
+    graphs_.set_logging(options.record_issued);
   }
 
   ~CudaRunner() {
@@ -93,6 +96,7 @@ class CudaRunner {
     std::lock_guard<std::mutex> lock(issue_mutex_);
     DeviceGuard guard(device_);
     exec_.drain();
+    graphs_.drain();
   }
 
   /// Waits for the most recent run; throws its error.
@@ -113,6 +117,18 @@ class CudaRunner {
       last = last_;
     }
     return RunTicket(last).report();
+  }
+
+  GraphStats graph_stats() const {
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    return graph_stats_;
+  }
+
+  /// The most recent graph built, with its edges read back (Options::record_issued).
+  IssuedGraph issued_graph() {
+    worker_.wait_idle();
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    return graphs_.last_built();
   }
 
   /// Every op issued so far, as the executor issued it (Options::record_issued).
@@ -194,6 +210,8 @@ class CudaRunner {
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
     if (n != 0) prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out);
+    std::string note;
+    const Executor executor = n == 0 ? Executor::streams : executor_for(n, spec, note);
 
     auto run = std::make_shared<RunState>();
     run->device = device_;
@@ -203,6 +221,8 @@ class CudaRunner {
     run->host_work = spec.stage_in || spec.stage_out;
     run->profile = front_.options().profile;
     run->completion.set_hooks(ends->finish, ends->abort);
+    run->executor = executor;
+    run->executor_note = note;
     for (const RunTicket& t : order.tickets) {
       if (t.state()) run->after_runs.push_back(t.state());
     }
@@ -228,6 +248,8 @@ class CudaRunner {
       r.depth = g.depth;
       r.chunk_elems = g.chunk_elems;
       r.link = link_;
+      r.executor = executor;
+      r.executor_note = note;
     }
     if (n == 0) {  // nothing to queue; wait() still finishes a Sink
       run->mark_issued();
@@ -255,6 +277,10 @@ class CudaRunner {
   template <class In>
   void issue(const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
     std::lock_guard<std::mutex> lock(issue_mutex_);
+    if (run->executor == Executor::graphs && issue_graph<In>(run, n, index)) {
+      run->mark_issued();
+      return;
+    }
     try {
       DeviceGuard guard(device_);
       if (!driver_) fresh_schedule();
@@ -272,9 +298,84 @@ class CudaRunner {
     } catch (...) {
       run->fail(std::current_exception());
       exec_.drain();
+      graphs_.drain();
       driver_.reset();
     }
     run->mark_issued();
+  }
+
+  // Which executor a run of n elements gets (choose_executor), counting the
+  // runs of each shape for the automatic choice. Under submit_mutex_.
+  Executor executor_for(std::size_t n, const RunSpec& spec, std::string& note) {
+    const Options& o = front_.options();
+    if (o.executor == Executor::streams) return Executor::streams;
+    if (shape_runs_.size() > 64) shape_runs_.clear();  // bounded; forgetting only delays a graph
+    int& seen = shape_runs_[n];
+    const Executor e = ::chunkpipe::detail::choose_executor(o, front_.geometry(), PipelineFront<Stages...>::all_elementwise,
+                                                            spec.chunks, spec.stage_in || spec.stage_out, seen, &note);
+    ++seen;
+    if (e != Executor::graphs) return e;
+    std::lock_guard<std::mutex> lock(stats_mutex_);
+    if (graph_refused_.empty()) return e;
+    note = graph_refused_;  // a stage that cannot be captured: every shape would fail the same way
+    ++graph_stats_.on_streams;
+    graph_stats_.last_note = note;
+    return Executor::streams;
+  }
+
+  // Issues a pinned run as one graph launch. Returns false if the run is
+  // to go on streams after all (the automatic executor, when a stage
+  // cannot be captured); true when it is issued or has failed. Never throws.
+  template <class In>
+  bool issue_graph(const std::shared_ptr<RunState>& run, std::size_t n, std::size_t index) noexcept {
+    try {
+      DeviceGuard guard(device_);
+      if (!driver_) fresh_schedule();  // the streams the graph orders itself between
+      NvtxRange range(graph_run_name_, index);
+      graph_streams_.clear();  // reused: a replay allocates nothing here
+      for (std::size_t q = 0; q < exec_.device_queues(); ++q) graph_streams_.push_back(exec_.stream(q));
+      GraphStats times;
+      const auto path = graphs_.template issue<In>(*run, n, graph_streams_, times);
+      run->elems = n;
+      run->chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
+      std::lock_guard<std::mutex> lock(stats_mutex_);
+      GraphStats& s = graph_stats_;
+      using Path = typename GraphExecutor<Stages...>::Path;
+      if (path == Path::built) {
+        ++s.built;
+        s.build_ms = times.build_ms;
+        s.instantiate_ms = times.instantiate_ms;
+      } else if (path == Path::updated) {
+        ++s.updated;
+        s.update_ms = times.update_ms;
+      } else {
+        ++s.replayed;
+      }
+      s.launch_ms = times.launch_ms;
+      s.cached = graphs_.cached();
+      return true;
+    } catch (const graph_build_error& e) {
+      // Nothing was launched: the pipeline is fine, the stage is not graphable.
+      {
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        graph_refused_ = e.what();
+        ++graph_stats_.on_streams;
+        graph_stats_.last_note = graph_refused_;
+      }
+      if (front_.options().executor == Executor::graphs) {
+        run->fail(std::current_exception());
+        return true;
+      }
+      run->executor = Executor::streams;
+      run->executor_note = e.what();
+      return false;
+    } catch (...) {
+      run->fail(std::current_exception());
+      exec_.drain();
+      graphs_.drain();
+      driver_.reset();
+      return true;
+    }
   }
 
   // The slots and schedule for runs of this flow (element types). The first
@@ -285,8 +386,10 @@ class CudaRunner {
     if (flow_ && *flow_ == flow && (!staged || pinned_arena_.size() >= layout_.pinned_bytes())) return;
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
-    if (!flow_ || *flow_ != flow) {
+    const bool fresh = !flow_ || *flow_ != flow;
+    if (fresh) {
       exec_.drain();
+      graphs_.drain();
       // Until the new slots exist, no flow is prepared: if allocating them
       // throws, the next run starts here again.
       driver_.reset();
@@ -304,6 +407,11 @@ class CudaRunner {
     if (staged && pinned_arena_.size() < layout_.pinned_bytes()) pinned_arena_ = PinnedBuffer(layout_.pinned_bytes());
     mem_ = SlotMemory{&layout_, device_arena_.data(), pinned_arena_.data()};
     exec_.set_memory(mem_);
+    if (fresh) {
+      // Graphs name the device slots; pinned slots are never theirs.
+      const Geometry& g = front_.geometry();
+      graphs_.configure(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems, mem_);
+    }
   }
 
   // A new lifetime schedule: chunk and op numbers start again. Only when
@@ -363,6 +471,7 @@ class CudaRunner {
     const bool switched =
         cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
     exec_.drain();
+    graphs_.drain();
     if (switched) (void)cudaSetDevice(previous);
   }
 
@@ -389,9 +498,17 @@ class CudaRunner {
   PinnedBuffer pinned_arena_;
   SlotMemory mem_;
   StreamExecutor<Stages...> exec_;
+  GraphExecutor<Stages...> graphs_;
+  std::vector<cudaStream_t> graph_streams_;  // the stream executor's, for graphs_.issue()
   std::optional<Driver<StreamExecutor<Stages...>>> driver_;
   std::vector<PlanRun> runs_log_;
   NvtxName run_name_{"chunkpipe run"};
+  NvtxName graph_run_name_{"chunkpipe graph run"};
+  std::unordered_map<std::size_t, int> shape_runs_;  // guarded by submit_mutex_: runs per element count
+
+  mutable std::mutex stats_mutex_;
+  GraphStats graph_stats_;     // guarded by stats_mutex_
+  std::string graph_refused_;  // guarded by stats_mutex_: why no stage of this pipeline can be a graph
 
   IssueWorker worker_;  // last: stopped first, before what its jobs use goes
 };

@@ -23,6 +23,9 @@
 // set; an op of count 0 moves nothing but still waits and signals. The CUDA
 // stream executor (stream_executor.cuh) and the host backend
 // (host_executor.hpp) are the two; a new executor is one more such class.
+// (The graph executor, graph_executor.cuh, takes whole runs instead: a
+// graph replayed for every run of one length is built from that run's own
+// plan, not from the lifetime schedule.)
 #pragma once
 
 #include <chunkpipe/errors.hpp>

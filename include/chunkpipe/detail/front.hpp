@@ -45,9 +45,10 @@ class PipelineFront {
   static constexpr std::size_t stage_count = sizeof...(Stages);
   static constexpr bool all_elementwise = (is_elementwise<Stages>::value && ...);
 
-  explicit PipelineFront(Options options, Stages... stages)
-      : options_(validated(options)),
-        geometry_(::chunkpipe::detail::resolve_geometry(options_, all_elementwise)),
+  PipelineFront(Target target, Options options, Stages... stages)
+      : target_(target),
+        options_(validated(options)),
+        geometry_(::chunkpipe::detail::resolve_geometry(options_, all_elementwise, target)),
         stages_(std::move(stages)...) {}
 
   /// The options the pipeline was built with.
@@ -81,9 +82,17 @@ class PipelineFront {
   /// The stage objects, in order.
   std::tuple<Stages...>& stages() noexcept { return stages_; }
 
-  /// The plan a run of `elems` elements would follow on its own. Never blocks.
+  /// The plan a run of `elems` elements would follow on its own; on the
+  /// GPU, with the executor such a run gets once its shape has repeated
+  /// (the automatic executor builds graphs only for shapes that repeat).
+  /// Never blocks.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
-    return ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
+    Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
+    if (target_ == Target::device && elems != 0) {
+      p.executor = ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise, chunks_for(elems),
+                                                        stage_in || stage_out, graph_after_runs);
+    }
+    return p;
   }
 
  private:
@@ -92,6 +101,7 @@ class PipelineFront {
     return o;
   }
 
+  Target target_;
   Options options_;
   Geometry geometry_;
   std::tuple<Stages...> stages_;

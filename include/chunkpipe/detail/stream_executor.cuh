@@ -31,6 +31,7 @@
 #include <chunkpipe/detail/map_kernel.cuh>
 #include <chunkpipe/detail/nvtx.hpp>
 #include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/detail/stage_launch.cuh>
 
 #include <cuda_runtime_api.h>
 
@@ -172,7 +173,8 @@ class StreamExecutor {
       // fails, and the op still signals, so later ops and runs stay ordered.
       try {
         if (op.kind == OpKind::stage) {
-          launch_stage<In>(op, stream, op.chunk - run.first_chunk, w.offset, w.count);
+          ::chunkpipe::detail::launch_stage<In>(*stages_, mem_, steps_[static_cast<std::size_t>(op.step)], op, stream,
+                                                op.chunk - run.first_chunk, w.offset, w.count);
         } else {
           ::chunkpipe::detail::copies_of(op, steps_[static_cast<std::size_t>(op.step)], mem_, *st.ends, w.offset,
                                          w.count, copies_);
@@ -374,39 +376,6 @@ class StreamExecutor {
     RunState::Timed* t = &st.timed.back();
     t->op = TimedOp{op.id, op.chunk - run.first_chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, 0, count};
     return t;
-  }
-
-  template <class In>
-  void launch_stage(const Op& op, cudaStream_t stream, std::size_t run_chunk, std::size_t offset, std::size_t count) {
-    using ios = typename chain<In, Stages...>::ios;
-    const Step& step = steps_[static_cast<std::size_t>(op.step)];
-    ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
-      using io = std::tuple_element_t<decltype(I)::value, ios>;
-      auto& stage = std::get<decltype(I)::value>(*stages_);
-      auto ins = ::chunkpipe::detail::typed_arrays(mem_, step.reads[0], op.slot, count, typename io::in{});
-      auto outs = ::chunkpipe::detail::typed_arrays(mem_, step.writes[0], op.slot, count, typename io::out{});
-      StreamExecutor::invoke(stage, ins, outs, run_chunk, offset, count, stream);
-    });
-  }
-
-  template <class F, class... I, class... O>
-  static void invoke(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
-                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count,
-                     cudaStream_t stream) {
-    auto in_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<const I*...>(s.data()...); }, ins);
-    auto out_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<O*...>(s.data()...); }, outs);
-    ::chunkpipe::detail::launch_map(stage.fn, count, out_ptrs, in_ptrs, stream);
-  }
-
-  template <class F, class... X, class... I, class... O>
-  static void invoke(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
-                     const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
-                     std::size_t count, cudaStream_t stream) {
-    ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
-                                               Backend::cuda};
-    stage.fn(ctx);
-    // Catches a bad launch inside the functor (and any earlier fault).
-    CHUNKPIPE_CUDA_TRY(cudaGetLastError());
   }
 
   static std::string step_name(const Step& s) {

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+// The CUDA graph executor: a pinned run's plan built once into a CUDA
+// graph, instantiated, and launched as one unit; a later run of the same
+// shape launches the cached graph again, re-pointing its copy nodes first
+// when its host ranges differ.
+//
+// Why: on streams every op is a CUDA call the issuing thread makes, about
+// 3 us each, so at small chunks the host, not the link, sets the pace (a
+// 64 KiB chunk moves in about 1.2 us each way on the H200). A graph launch
+// is one call for the whole run, and the GPU walks its nodes.
+//
+// The graph is the plan as data: node i is op i (a copy node per range it
+// copies, the nodes a stage's launch captures), and its edges are
+// graph_of(plan): each op's waits and the op before it on its queue. The
+// same description is what check_hazards(plan, graph) proves safe on the
+// CPU, and with Options::record_issued the executor reads the edges back
+// from the graph it built, so a test can prove the real graph too.
+//
+// It takes whole runs rather than ops from the driver (driver.hpp): a
+// graph is built from the run's own plan, chunks numbered from 0, so that
+// one graph serves every run of that length; in the lifetime schedule each
+// run's chunks, slots and waits differ with what came before.
+//
+// What a graph cannot do it leaves to streams (choose_executor, options.hpp):
+// staged runs (their host work would be host nodes, tens of us each),
+// profiled runs (per-op events). A graph run starts after everything
+// queued before it and everything after it waits for it: its first copies
+// cannot overlap the previous run's last ones, which is why the automatic
+// executor keeps short runs on streams.
+#pragma once
+
+#include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/memory.cuh>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
+#include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/nvtx.hpp>
+#include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/detail/stage_launch.cuh>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+struct GraphDeleter {
+  void operator()(cudaGraph_t g) const noexcept { (void)cudaGraphDestroy(g); }
+};
+struct GraphExecDeleter {
+  void operator()(cudaGraphExec_t g) const noexcept { (void)cudaGraphExecDestroy(g); }
+};
+using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
+using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+/// A graph build that failed in a way the user can act on (a stage that
+/// cannot be captured); the pipeline itself is fine.
+struct graph_build_error : pipeline_error {
+  using pipeline_error::pipeline_error;
+};
+
+template <class... Stages>
+class GraphExecutor {
+ public:
+  /// Executable graphs kept at once, one per run shape, least recently used
+  /// dropped first. Each holds its nodes on the device as well as the host.
+  static constexpr std::size_t max_cached = 8;
+
+  /// How a run's graph was got.
+  enum class Path : std::uint8_t { built, updated, replayed };
+
+  GraphExecutor(std::tuple<Stages...>& stages, std::shared_ptr<EventPool> pool)
+      : stages_(&stages), pool_(std::move(pool)) {}
+  GraphExecutor(const GraphExecutor&) = delete;
+  GraphExecutor& operator=(const GraphExecutor&) = delete;
+  ~GraphExecutor() { drain(); }
+
+  /// The schedule every graph follows and the slots it uses; forgets every
+  /// cached graph (they name the old slots). Nothing may be in flight.
+  void configure(Policy policy, int depth, const PlanShape& shape, std::size_t unit, const SlotMemory& mem) {
+    policy_ = policy;
+    depth_ = depth;
+    shape_ = shape;
+    unit_ = unit;
+    mem_ = mem;
+    cache_.clear();
+  }
+
+  void set_logging(bool on) noexcept { logging_ = on; }
+  /// The most recent graph built, its edges read back from CUDA (logging only).
+  const IssuedGraph& last_built() const noexcept { return issued_; }
+  std::size_t cached() const noexcept { return cache_.size(); }
+
+  /// Issues the run `st` of `n` elements (pinned, no Source or Sink) as one
+  /// graph launch on the executor's stream, after all work queued so far
+  /// on `streams` and the run's gates; then makes `streams` wait for it.
+  /// Returns how the graph was got, with the host times in `stats`. Throws
+  /// graph_build_error when a stage cannot be captured, cuda_error when
+  /// CUDA fails. Nothing is launched unless it returns.
+  template <class In>
+  Path issue(RunState& st, std::size_t n, const std::vector<cudaStream_t>& streams, GraphStats& stats) {
+    if (!launch_) launch_ = Stream::create();
+    if (!capture_) capture_ = Stream::create();
+    for (const auto& before : st.after_runs) before->wait_issued();
+    Path path = Path::replayed;
+    const Key key{n, &type_tag<In>::id};
+    Entry* e = find(key);
+    if (e && !points_at(*e, *st.ends)) {
+      path = Path::updated;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (!repoint(*e, *st.ends)) {
+        cache_.erase(key);  // the new ranges' memory kinds differ: build afresh
+        e = nullptr;
+      } else {
+        stats.update_ms = ms_since(t0);
+      }
+    }
+    if (!e) {
+      path = Path::built;
+      e = &build<In>(key, *st.ends, stats);
+    }
+    remember_pointers(*e, *st.ends);
+    e->used = ++clock_;
+
+    // Everything queued before the run, then the run, then everything after.
+    cudaStream_t L = launch_.get();
+    while (joins_.size() < streams.size()) joins_.push_back(Event::create());
+    for (std::size_t q = 0; q < streams.size(); ++q) {
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(joins_[q].get(), streams[q]));
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, joins_[q].get(), 0));
+    }
+    for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, g.get(), 0));
+    for (const auto& before : st.after_runs) {
+      for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, t.get(), 0));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    CHUNKPIPE_CUDA_TRY(cudaGraphLaunch(e->exec.get(), L));
+    stats.launch_ms = ms_since(t0);
+    Event tail = pool_->get();
+    CHUNKPIPE_CUDA_TRY(cudaEventRecord(tail.get(), L));
+    for (cudaStream_t s : streams) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(s, tail.get(), 0));
+    st.tails.push_back(std::move(tail));
+    return path;
+  }
+
+  /// Waits for every graph launched. Never throws.
+  void drain() noexcept {
+    if (launch_ && cudaStreamSynchronize(launch_.get()) != cudaSuccess) (void)cudaGetLastError();
+  }
+
+ private:
+  struct Entry {
+    Plan plan;
+    GraphHandle graph;
+    GraphExecHandle exec;
+    std::vector<cudaGraphNode_t> copy_nodes;  // in op order, each op's copies in copies_of order
+    std::vector<const void*> pointers;        // the host ranges it was last pointed at
+    std::uint64_t used = 0;
+  };
+
+  static double ms_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  }
+
+  // Whether the entry's copy nodes point at these ranges. Allocates
+  // nothing: a replay is meant to cost one launch.
+  static bool points_at(const Entry& e, const Endpoints& ends) {
+    if (e.pointers.size() != ends.in.size() + ends.out.size()) return false;
+    std::size_t k = 0;
+    for (const auto& in : ends.in) {
+      if (e.pointers[k++] != in.data) return false;
+    }
+    for (const auto& out : ends.out) {
+      if (e.pointers[k++] != out.data) return false;
+    }
+    return true;
+  }
+  static void remember_pointers(Entry& e, const Endpoints& ends) {
+    e.pointers.resize(ends.in.size() + ends.out.size());
+    std::size_t k = 0;
+    for (const auto& in : ends.in) e.pointers[k++] = in.data;
+    for (const auto& out : ends.out) e.pointers[k++] = out.data;
+  }
+
+  // A graph's kernels are those of one input type list (runs of other
+  // types may share the slot layout, and so the pipeline's schedule).
+  template <class T>
+  struct type_tag {
+    static constexpr char id = 0;
+  };
+  using Key = std::pair<std::size_t, const void*>;  // run elements, input types
+
+  Entry* find(const Key& key) {
+    auto it = cache_.find(key);
+    return it == cache_.end() ? nullptr : &it->second;
+  }
+
+  OpWork work_of(const Op& op, std::size_t n) const {
+    OpWork w;
+    w.offset = op.chunk * unit_;
+    w.count = w.offset < n ? std::min(unit_, n - w.offset) : 0;
+    return w;
+  }
+
+  // Every copy node at the new ranges' addresses, in the order build() added
+  // them. False when CUDA refuses (a range of another memory kind).
+  bool repoint(Entry& e, const Endpoints& ends) {
+    std::size_t k = 0;
+    for (const Op& op : e.plan.ops) {
+      if (op.kind != OpKind::h2d && op.kind != OpKind::d2h) continue;
+      const OpWork w = work_of(op, ends_elems(e));
+      ::chunkpipe::detail::copies_of(op, e.plan.steps[static_cast<std::size_t>(op.step)], mem_, ends, w.offset,
+                                     w.count, copies_);
+      for (const Copy& c : copies_) {
+        if (cudaGraphExecMemcpyNodeSetParams1D(e.exec.get(), e.copy_nodes[k++], c.dst, c.src, c.bytes,
+                                               cudaMemcpyDefault) != cudaSuccess) {
+          (void)cudaGetLastError();
+          return false;
+        }
+      }
+    }
+    return true;
+  }
+  static std::size_t ends_elems(const Entry& e) { return e.plan.runs.front().elems; }
+
+  template <class In>
+  Entry& build(const Key& key, const Endpoints& ends, GraphStats& stats) {
+    const std::size_t n = key.first;
+    if (cache_.size() >= max_cached) {
+      auto oldest = std::min_element(cache_.begin(), cache_.end(),
+                                     [](const auto& a, const auto& b) { return a.second.used < b.second.used; });
+      cache_.erase(oldest);  // a launch in flight keeps its graph until it ends (cudaGraphExecDestroy)
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Entry e;
+    const std::size_t chunks = (n + unit_ - 1) / unit_;
+    e.plan = ::chunkpipe::make_plan(policy_, depth_, shape_, std::vector<RunSpec>{RunSpec{chunks, false, false, n}});
+    const PlanGraph pg = ::chunkpipe::graph_of(e.plan);
+    cudaGraph_t raw = nullptr;
+    CHUNKPIPE_CUDA_TRY(cudaGraphCreate(&raw, 0));
+    e.graph.reset(raw);
+    std::vector<std::vector<cudaGraphNode_t>> exits(e.plan.ops.size());
+    std::vector<cudaGraphNode_t> deps;
+    std::unordered_map<cudaGraphNode_t, std::size_t> owner;  // logging only: node -> op
+    for (const Op& op : e.plan.ops) {
+      deps.clear();
+      for (std::size_t d : pg.deps[op.id]) deps.insert(deps.end(), exits[d].begin(), exits[d].end());
+      const OpWork w = work_of(op, n);
+      const Step& step = e.plan.steps[static_cast<std::size_t>(op.step)];
+      std::vector<cudaGraphNode_t>& mine = exits[op.id];
+      if (op.kind == OpKind::stage) {
+        capture_stage<In>(e.graph.get(), op, step, w, deps, mine);
+      } else {
+        ::chunkpipe::detail::copies_of(op, step, mem_, ends, w.offset, w.count, copies_);
+        for (const Copy& c : copies_) {
+          cudaGraphNode_t node = nullptr;
+          CHUNKPIPE_CUDA_TRY(cudaGraphAddMemcpyNode1D(&node, e.graph.get(), deps.data(), deps.size(), c.dst, c.src,
+                                                      c.bytes, cudaMemcpyDefault));
+          mine.push_back(node);
+          e.copy_nodes.push_back(node);
+        }
+      }
+      if (mine.empty()) {
+        // Nothing to do (an empty chunk, a stage that launched nothing):
+        // an empty node keeps the op's place in the order.
+        cudaGraphNode_t node = nullptr;
+        CHUNKPIPE_CUDA_TRY(cudaGraphAddEmptyNode(&node, e.graph.get(), deps.data(), deps.size()));
+        mine.push_back(node);
+      }
+      if (logging_) own_new_nodes(e.graph.get(), op.id, owner);
+    }
+    stats.build_ms = ms_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t err = cudaGraphInstantiate(&exec, e.graph.get(), 0);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw graph_build_error(std::string("chunkpipe: the run's CUDA graph (") + std::to_string(e.plan.ops.size()) +
+                              " ops) could not be instantiated: " + cudaGetErrorName(err) + ": " +
+                              cudaGetErrorString(err));
+    }
+    e.exec.reset(exec);
+    stats.instantiate_ms = ms_since(t1);
+    if (logging_) issued_ = IssuedGraph{e.plan, read_back(e.graph.get(), e.plan.ops.size(), owner)};
+    return cache_[key] = std::move(e);
+  }
+
+  // A stage op's launches captured into `graph` after `deps`; `mine` gets
+  // the nodes later ops must follow. Throws graph_build_error naming the
+  // stage when the stage does what a capture cannot hold (synchronises,
+  // uses another stream, allocates outside a stream-ordered pool).
+  template <class In>
+  void capture_stage(cudaGraph_t graph, const Op& op, const Step& step, const OpWork& w,
+                     const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& mine) {
+    cudaStream_t s = capture_.get();
+    CHUNKPIPE_CUDA_TRY(cudaStreamBeginCaptureToGraph(s, graph, deps.data(), nullptr, deps.size(),
+                                                     cudaStreamCaptureModeThreadLocal));
+    std::string failure;
+    try {
+      ::chunkpipe::detail::launch_stage<In>(*stages_, mem_, step, op, s, op.chunk, w.offset, w.count);
+    } catch (const std::exception& x) {
+      failure = x.what();
+    } catch (...) {
+      failure = "an exception that is not a std::exception";
+    }
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    const cudaGraphNode_t* leaves = nullptr;
+    std::size_t n_leaves = 0;
+    if (failure.empty()) {
+      const cudaError_t e = cudaStreamGetCaptureInfo(s, &status, nullptr, nullptr, &leaves, nullptr, &n_leaves);
+      if (e != cudaSuccess || status != cudaStreamCaptureStatusActive) {
+        failure = std::string("the capture was invalidated (") + cudaGetErrorName(e != cudaSuccess ? e : cudaErrorStreamCaptureInvalidated) + ")";
+      } else if (!(n_leaves == deps.size() && std::equal(leaves, leaves + n_leaves, deps.begin()))) {
+        mine.assign(leaves, leaves + n_leaves);  // the stage added nodes: they are its exits
+      }
+    }
+    cudaGraph_t out = nullptr;
+    const cudaError_t end = cudaStreamEndCapture(s, &out);
+    if (failure.empty() && end != cudaSuccess) failure = std::string(cudaGetErrorName(end)) + ": " + cudaGetErrorString(end);
+    if (!failure.empty()) {
+      (void)cudaGetLastError();
+      throw graph_build_error("chunkpipe: stage " + std::to_string(op.stage) +
+                              " cannot be captured into a CUDA graph: " + failure +
+                              ". Under Executor::graphs a stage may only launch work on ctx.stream (no "
+                              "synchronisation, no other stream, no allocation outside a stream-ordered pool); "
+                              "use Executor::streams for this pipeline");
+    }
+  }
+
+  // Logging: nodes of `graph` not yet owned belong to op `id`.
+  static void own_new_nodes(cudaGraph_t graph, std::size_t id, std::unordered_map<cudaGraphNode_t, std::size_t>& owner) {
+    std::size_t count = 0;
+    CHUNKPIPE_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    CHUNKPIPE_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+    for (cudaGraphNode_t n : nodes) owner.emplace(n, id);
+  }
+
+  // The graph's edges as CUDA holds them, between ops.
+  static PlanGraph read_back(cudaGraph_t graph, std::size_t ops,
+                             const std::unordered_map<cudaGraphNode_t, std::size_t>& owner) {
+    std::size_t count = 0;
+    CHUNKPIPE_CUDA_TRY(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
+    std::vector<cudaGraphNode_t> from(count), to(count);
+    CHUNKPIPE_CUDA_TRY(cudaGraphGetEdges(graph, from.data(), to.data(), nullptr, &count));
+    PlanGraph g;
+    g.deps.resize(ops);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t a = owner.at(from[i]), b = owner.at(to[i]);
+      if (a != b) g.deps[b].push_back(a);
+    }
+    for (auto& d : g.deps) {
+      std::sort(d.begin(), d.end());
+      d.erase(std::unique(d.begin(), d.end()), d.end());
+    }
+    return g;
+  }
+
+  std::tuple<Stages...>* stages_;
+  std::shared_ptr<EventPool> pool_;
+  Policy policy_ = Policy::serial;
+  int depth_ = 1;
+  PlanShape shape_;
+  std::size_t unit_ = 1;
+  SlotMemory mem_;
+  Stream launch_;   // graph launches, in order
+  Stream capture_;  // stage launches captured into graphs; never runs work
+  std::vector<Event> joins_;
+  std::map<Key, Entry> cache_;
+  std::uint64_t clock_ = 0;
+  std::vector<Copy> copies_;
+  bool logging_ = false;
+  IssuedGraph issued_;
+};
+
+}  // namespace chunkpipe::detail

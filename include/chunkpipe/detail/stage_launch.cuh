@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// How a stage op becomes GPU work: the slot arrays it reads and writes,
+// typed, and its stage's launch on a stream. Shared by the executors that
+// issue to streams (stream_executor.cuh) and that capture into graphs
+// (graph_executor.cuh), so a stage launches the same way in both.
+#pragma once
+
+#include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/map_kernel.cuh>
+#include <chunkpipe/detail/slots.hpp>
+
+#include <cuda/std/span>
+#include <cuda/std/tuple>
+#include <cuda/stream_ref>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <tuple>
+
+namespace chunkpipe::detail {
+
+template <class F, class... I, class... O>
+void invoke_stage(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                  const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count,
+                  cudaStream_t stream) {
+  auto in_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<const I*...>(s.data()...); }, ins);
+  auto out_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<O*...>(s.data()...); }, outs);
+  ::chunkpipe::detail::launch_map(stage.fn, count, out_ptrs, in_ptrs, stream);
+}
+
+template <class F, class... X, class... I, class... O>
+void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                  const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
+                  std::size_t count, cudaStream_t stream) {
+  ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
+                                             Backend::cuda};
+  stage.fn(ctx);
+  // Catches a bad launch inside the functor (and any earlier fault).
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+}
+
+/// Launches stage op `op` (of step `step`) over `count` elements of its
+/// slot on `stream`. `run_chunk` and `offset` are what a ChunkFn's context
+/// reports. Throws what the launch or the stage throws.
+template <class In, class... Stages>
+void launch_stage(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
+                  cudaStream_t stream, std::size_t run_chunk, std::size_t offset, std::size_t count) {
+  using ios = typename chain<In, Stages...>::ios;
+  ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
+    using io = std::tuple_element_t<decltype(I)::value, ios>;
+    auto& stage = std::get<decltype(I)::value>(stages);
+    auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
+    auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+    ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, stream);
+  });
+}
+
+}  // namespace chunkpipe::detail

@@ -1,0 +1,360 @@
+// SPDX-License-Identifier: MIT
+// GPU tests of the graph executor: graph runs against a host reference and
+// bit for bit against the same pipeline on streams (outputs poisoned
+// first), built, replayed and re-pointed at new ranges; the CUDA graph as
+// built, its edges read back from CUDA, passes the hazard check; a stage
+// that cannot be captured is a clear error and the pipeline goes on on
+// streams; runs a graph cannot take fall back and say why; graph runs
+// order with stream runs and with the user's work.
+#include <chunkpipe/pipeline.cuh>
+
+#include "catch.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace chunkpipe;
+
+namespace {
+
+struct Chain {
+  int iters = 16;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const {
+    for (int k = 0; k < iters; ++k) x = fmaf(x, 0.999f, 0.0625f);
+    return x;
+  }
+};
+
+// Two inputs, two outputs: several copy nodes per op.
+struct SumDiff {
+  CHUNKPIPE_HOST_DEVICE ::cuda::std::tuple<float, float> operator()(float a, float b) const { return {a + b, a - b}; }
+};
+
+__global__ void add_offset(float* x, std::size_t n, float by) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) x[i] += by;
+}
+
+// A window-level stage with two launches on ctx.stream: adds its chunk's
+// index, then doubles.
+struct TwoLaunches {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto x = ctx.template out<0>();
+    const auto blocks = static_cast<unsigned>((ctx.count + 255) / 256);
+    add_offset<<<blocks, 256, 0, ctx.stream.get()>>>(x.data(), ctx.count, static_cast<float>(ctx.chunk));
+    add_offset<<<blocks, 256, 0, ctx.stream.get()>>>(x.data(), ctx.count, 1.0f);
+  }
+};
+
+// Synchronises inside the stage: fine on streams, impossible in a graph.
+struct Synchronises {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto x = ctx.template out<0>();
+    add_offset<<<static_cast<unsigned>((ctx.count + 255) / 256), 256, 0, ctx.stream.get()>>>(x.data(), ctx.count, 2.0f);
+    CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(ctx.stream.get()));
+  }
+};
+
+float value_at(std::size_t i, unsigned salt) {
+  return static_cast<float>((i * 2654435761u + salt) % 8191) / 8191.0f - 0.5f;
+}
+
+template <class V>
+void poison(V& v) {
+  std::memset(v.data(), 0xFF, v.size() * sizeof(v.data()[0]));  // NaN as float
+}
+
+template <class V>
+void fill(V& v, unsigned salt) {
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = value_at(i, salt);
+}
+
+template <class V>
+bool all_poisoned(const V& v) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isnan(v[i])) return false;
+  }
+  return true;
+}
+
+template <class A, class B>
+std::size_t mismatches(const A& a, const B& b) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) bad += std::memcmp(&a[i], &b[i], sizeof(a[i])) == 0 ? 0 : 1;
+  return bad;
+}
+
+constexpr std::size_t kWindow = std::size_t{1} << 12;
+// 37 windows and a ragged end: more chunks than any ring here.
+constexpr std::size_t kElems = 37 * kWindow + 1234;
+
+}  // namespace
+
+TEST_CASE("graph runs match streams bit for bit: built, replayed, re-pointed", "[gpu][graphs]") {
+  const Chain f{};
+  PinnedArray<float> a(kElems), b(kElems), ya(kElems), yb(kElems), ref(kElems);
+  fill(a, 1);
+  fill(b, 2);
+  for (Policy policy : {Policy::serial, Policy::slot_streams, Policy::stage_streams}) {
+    for (int depth : {1, 2, 4}) {
+      INFO(to_string(policy) << " depth " << depth);
+      const Options base{.chunk_elems = kWindow, .depth = depth, .policy = policy, .grain_elems = kWindow};
+      Options on_graphs = base;
+      on_graphs.executor = Executor::graphs;
+      Options on_streams = base;
+      on_streams.executor = Executor::streams;
+      ChunkedPipeline<Map<Chain>> graphs(on_graphs, Map<Chain>{f});
+      ChunkedPipeline<Map<Chain>> streams(on_streams, Map<Chain>{f});
+      REQUIRE(graphs.plan_for(kElems).executor == Executor::graphs);
+
+      poison(ref);
+      streams.run(a, ref);
+      for (std::size_t i = 0; i < kElems; i += 97) REQUIRE(ref[i] == f(a[i]));
+
+      // Built: the first run of this shape.
+      poison(ya);
+      RunTicket t = graphs.run_async(a, ya);
+      t.wait();
+      REQUIRE(t.executor() == Executor::graphs);
+      REQUIRE(mismatches(ya, ref) == 0);
+      GraphStats s = graphs.graph_stats();
+      REQUIRE(s.built == 1);
+      REQUIRE(s.replayed == 0);
+      REQUIRE(s.cached == 1);
+
+      // Replayed: same shape, same ranges.
+      poison(ya);
+      graphs.run(a, ya);
+      REQUIRE(mismatches(ya, ref) == 0);
+      REQUIRE(graphs.graph_stats().replayed == 1);
+
+      // Re-pointed: same shape, other ranges. The old output must stay
+      // untouched, so the copy nodes really moved.
+      poison(ya);
+      poison(yb);
+      graphs.run(b, yb);
+      REQUIRE(all_poisoned(ya));
+      s = graphs.graph_stats();
+      REQUIRE(s.updated == 1);
+      REQUIRE(s.built == 1);
+      poison(ref);
+      streams.run(b, ref);
+      REQUIRE(mismatches(yb, ref) == 0);
+
+      // A new shape is a new graph; the old one stays cached.
+      PinnedArray<float> shorter(kElems - kWindow), out_short(kElems - kWindow);
+      fill(shorter, 3);
+      poison(out_short);
+      graphs.run(shorter, out_short);
+      for (std::size_t i = 0; i < shorter.size(); ++i) REQUIRE(out_short[i] == f(shorter[i]));
+      REQUIRE(graphs.graph_stats().built == 2);
+      REQUIRE(graphs.graph_stats().cached == 2);
+    }
+  }
+}
+
+TEST_CASE("several inputs and outputs and window-level stages under graphs", "[gpu][graphs]") {
+  PinnedArray<float> x(kElems), y(kElems), sum(kElems), diff(kElems);
+  fill(x, 4);
+  fill(y, 5);
+  ChunkedPipeline<Map<SumDiff>> two({.chunk_elems = kWindow, .depth = 3, .policy = Policy::stage_streams,
+                                     .grain_elems = kWindow, .executor = Executor::graphs});
+  poison(sum);
+  poison(diff);
+  two.run(inputs(x, y), outputs(sum, diff));
+  for (std::size_t i = 0; i < kElems; ++i) {
+    REQUIRE(sum[i] == x[i] + y[i]);
+    REQUIRE(diff[i] == x[i] - y[i]);
+  }
+
+  // A ChunkFn's launches are captured on ctx.stream, with the chunk index
+  // each had when the graph was built: the same as every run's.
+  ChunkedPipeline<Map<Chain>, ChunkFn<TwoLaunches>> fn(
+      {.chunk_elems = kWindow, .depth = 2, .policy = Policy::slot_streams, .executor = Executor::graphs},
+      Map<Chain>{}, ChunkFn<TwoLaunches>{});
+  PinnedArray<float> out(kElems);
+  for (int round = 0; round < 2; ++round) {
+    poison(out);
+    RunTicket t = fn.run_async(x, out);
+    t.wait();
+    REQUIRE(t.executor() == Executor::graphs);
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(out[i] == Chain{}(x[i]) + static_cast<float>(i / kWindow) + 1.0f);
+  }
+  REQUIRE(fn.graph_stats().replayed == 1);
+}
+
+TEST_CASE("the CUDA graph as built, read back from CUDA, passes the hazard check", "[gpu][graphs][hazards]") {
+  PinnedArray<float> x(kElems), out(kElems);
+  fill(x, 6);
+  for (Policy policy : {Policy::serial, Policy::slot_streams, Policy::stage_streams}) {
+    for (int depth : {1, 2, 3}) {
+      INFO(to_string(policy) << " depth " << depth);
+      ChunkedPipeline<Map<Chain>, ChunkFn<TwoLaunches>> pipe({.chunk_elems = kWindow, .depth = depth, .policy = policy,
+                                                              .executor = Executor::graphs, .record_issued = true});
+      REQUIRE(pipe.issued_graph().plan.ops.empty());
+      poison(out);
+      pipe.run(x, out);
+      const IssuedGraph g = pipe.issued_graph();
+      REQUIRE(g.plan.ops.size() == 4 * ((kElems + kWindow - 1) / kWindow));
+      REQUIRE(g.graph.deps.size() == g.plan.ops.size());
+      // CUDA holds exactly the edges the plan asks for, and they are safe.
+      REQUIRE(g.graph.deps == graph_of(g.plan).deps);
+      const HazardReport r = check_hazards(g.plan, g.graph);
+      INFO(r);
+      REQUIRE(r.ok());
+      for (std::size_t i = 0; i < kElems; i += 101) {
+        REQUIRE(out[i] == Chain{}(x[i]) + static_cast<float>(i / kWindow) + 1.0f);
+      }
+    }
+  }
+}
+
+TEST_CASE("a stage that cannot be captured is a clear error, and the pipeline goes on on streams", "[gpu][graphs][errors]") {
+  PinnedArray<float> x(kElems), out(kElems);
+  fill(x, 7);
+  ChunkedPipeline<ChunkFn<Synchronises>> pipe({.chunk_elems = kWindow, .depth = 2, .executor = Executor::graphs});
+  poison(out);
+  RunTicket t = pipe.run_async(x, out);
+  std::string message;
+  try {
+    t.wait();
+  } catch (const pipeline_error& e) {
+    message = e.what();
+  }
+  INFO(message);
+  REQUIRE(message.find("stage 0") != std::string::npos);
+  REQUIRE(message.find("captured") != std::string::npos);
+  REQUIRE(all_poisoned(out));  // nothing ran, nothing is reported complete
+  REQUIRE(pipe.healthy());
+
+  // The next run goes on streams and says why.
+  RunTicket again = pipe.run_async(x, out);
+  again.wait();
+  REQUIRE(again.executor() == Executor::streams);
+  REQUIRE(again.executor_note().find("captured") != std::string::npos);
+  for (std::size_t i = 0; i < kElems; ++i) REQUIRE(out[i] == x[i] + 2.0f);
+  REQUIRE(pipe.graph_stats().on_streams >= 1);
+}
+
+TEST_CASE("runs a graph cannot take run on streams and say why", "[gpu][graphs]") {
+  const std::size_t n = kElems;
+  std::vector<float> pageable(n), got(n);
+  for (std::size_t i = 0; i < n; ++i) pageable[i] = value_at(i, 8);
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = kWindow, .depth = 3, .executor = Executor::graphs});
+  REQUIRE(pipe.plan_for(n, true, false).executor == Executor::streams);
+  RunTicket staged = pipe.run_async(pageable, got);
+  staged.wait();
+  REQUIRE(staged.executor() == Executor::streams);
+  REQUIRE(staged.executor_note().find("stages") != std::string::npos);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == Chain{}(pageable[i]));
+
+  ChunkedPipeline<Map<Chain>> profiled({.chunk_elems = kWindow, .depth = 3, .executor = Executor::graphs, .profile = true});
+  PinnedArray<float> x(n), y(n);
+  fill(x, 9);
+  poison(y);
+  profiled.run(x, y);
+  const Report r = profiled.report();
+  REQUIRE(r.executor == Executor::streams);
+  REQUIRE(r.executor_note.find("profiling") != std::string::npos);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == Chain{}(x[i]));
+}
+
+TEST_CASE("graph runs order with stream runs and with the user's GPU work", "[gpu][graphs][streaming]") {
+  const Chain f{};
+  const std::size_t n = kElems;
+  Options o{.chunk_elems = kWindow, .depth = 3, .policy = Policy::stage_streams, .grain_elems = kWindow,
+            .executor = Executor::graphs};
+  ChunkedPipeline<Map<Chain>> graphs(o, Map<Chain>{f});
+  PinnedArray<float> in(n), mid(n), last(n), staged_out(n);
+  fill(in, 10);
+  poison(mid);
+  poison(last);
+  // A graph run, a stream run of the same pipeline reading its output
+  // (after(ticket)), then a graph run again reading that: one chain.
+  RunTicket first = graphs.run_async(in, mid);
+  std::vector<float> pageable(n);
+  RunTicket second = graphs.run_async(mid, pageable, after(first));  // staged: on streams
+  second.wait();
+  REQUIRE(second.executor() == Executor::streams);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(pageable[i] == f(f(in[i])));
+  RunTicket third = graphs.run_async(mid, last, after(first));
+  Stream user = Stream::create();
+  third.enqueue_wait(::cuda::stream_ref(user.get()));
+  CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(user.get()));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(last[i] == f(f(in[i])));
+  third.wait();
+  first.wait();
+  REQUIRE(third.executor() == Executor::graphs);
+
+  // after(stream): a kernel of ours changes the input first.
+  poison(last);
+  add_offset<<<static_cast<unsigned>((n + 255) / 256), 256, 0, user.get()>>>(in.data(), n, 1.0f);
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  RunTicket gated = graphs.run_async(in, last, after(::cuda::stream_ref(user.get())));
+  gated.wait();
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(last[i] == f(value_at(i, 10) + 1.0f));
+
+  // Back-to-back graph runs over disjoint ranges, interleaved with stream
+  // runs of another shape: all complete and right.
+  ChunkedPipeline<Map<Chain>> mixed({.chunk_elems = kWindow, .depth = 2, .policy = Policy::slot_streams,
+                                     .executor = Executor::graphs});
+  std::vector<PinnedArray<float>> ins, outs;
+  std::vector<RunTicket> tickets;
+  for (int k = 0; k < 6; ++k) {
+    ins.emplace_back(n);
+    outs.emplace_back(n);
+    fill(ins.back(), static_cast<unsigned>(20 + k));
+    poison(outs.back());
+  }
+  std::vector<float> side_in(n / 3), side_out(n / 3);
+  for (std::size_t i = 0; i < side_in.size(); ++i) side_in[i] = value_at(i, 30);
+  for (int k = 0; k < 6; ++k) {
+    tickets.push_back(mixed.run_async(ins[k], outs[k]));
+    if (k == 2) tickets.push_back(mixed.run_async(side_in, side_out));
+  }
+  for (RunTicket& t : tickets) t.wait();
+  for (int k = 0; k < 6; ++k) {
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(outs[k][i] == f(ins[k][i]));
+  }
+  for (std::size_t i = 0; i < side_in.size(); ++i) REQUIRE(side_out[i] == f(side_in[i]));
+  const GraphStats s = mixed.graph_stats();
+  REQUIRE(s.built == 1);
+  REQUIRE(s.updated + s.replayed == 5);
+}
+
+TEST_CASE("the automatic executor builds a graph once a run shape repeats", "[gpu][graphs]") {
+  // Map-only, a small window kept by an explicit policy, many chunks.
+  const std::size_t n = graph_min_chunks * kWindow + 77;
+  PinnedArray<float> x(n), y(n);
+  fill(x, 11);
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = kWindow, .depth = 3, .policy = Policy::slot_streams});
+  for (int k = 0; k < graph_after_runs + 2; ++k) {
+    poison(y);
+    RunTicket t = pipe.run_async(x, y);
+    t.wait();
+    REQUIRE(t.executor() == (k < graph_after_runs ? Executor::streams : Executor::graphs));
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == Chain{}(x[i]));
+  }
+  REQUIRE(pipe.graph_stats().built == 1);
+  REQUIRE(pipe.graph_stats().replayed == 1);
+
+  // Too few chunks, or a window-level stage: streams.
+  PinnedArray<float> small(kWindow * 4), small_out(kWindow * 4);
+  fill(small, 12);
+  for (int k = 0; k < graph_after_runs + 1; ++k) {
+    RunTicket t = pipe.run_async(small, small_out);
+    t.wait();
+    REQUIRE(t.executor() == Executor::streams);
+  }
+  ChunkedPipeline<ChunkFn<TwoLaunches>> fn({.chunk_elems = kWindow, .depth = 3, .policy = Policy::slot_streams});
+  for (int k = 0; k < graph_after_runs + 1; ++k) {
+    RunTicket t = fn.run_async(x, y);
+    t.wait();
+    REQUIRE(t.executor() == Executor::streams);
+  }
+}
