@@ -475,8 +475,11 @@ int bench(const Args& a, int engines) {
       const chunkpipe::Machine machine = c.machine(static_cast<double>(total * sizeof(T)), engines);
       std::vector<std::unique_ptr<Pipe>> pipes;
       for (const Cfg& cfg : cfgs) {
-        pipes.push_back(std::make_unique<Pipe>(chunkpipe::Options{.chunk_elems = chunk, .depth = cfg.depth, .policy = cfg.policy},
-                                               chunkpipe::Map<ChainedFma<T>>{f}));
+        // On streams: the schedules as planned, op by op (graphs_bench
+        // measures the graph executor).
+        const chunkpipe::Options o{.chunk_elems = chunk, .depth = cfg.depth, .policy = cfg.policy,
+                                   .executor = chunkpipe::Executor::streams};
+        pipes.push_back(std::make_unique<Pipe>(o, chunkpipe::Map<ChainedFma<T>>{f}));
         Pipe* pipe = pipes.back().get();
         const chunkpipe::Plan plan = pipe->plan_for(total);
         const chunkpipe::Workload w{total, pipe->geometry().chunk_elems, sizeof(T), sizeof(T),

@@ -316,9 +316,14 @@ int main(int argc, char** argv) {
       const std::size_t w = std::min(total, wk * kKiB / sizeof(float));
       const std::size_t chunks = (total + w - 1) / w;
       Pipe def(chunkpipe::Options{.chunk_elems = w}, chunkpipe::Map<Fma>{f});
-      Pipe slot(chunkpipe::Options{.chunk_elems = w, .depth = 4, .policy = chunkpipe::Policy::slot_streams},
+      // The fixed policies stay on streams: the automatic executor would
+      // turn their repeated small-window runs into graphs (graphs_bench
+      // measures those).
+      Pipe slot(chunkpipe::Options{.chunk_elems = w, .depth = 4, .policy = chunkpipe::Policy::slot_streams,
+                                   .executor = chunkpipe::Executor::streams},
                 chunkpipe::Map<Fma>{f});
-      Pipe stage(chunkpipe::Options{.chunk_elems = w, .depth = 3, .policy = chunkpipe::Policy::stage_streams},
+      Pipe stage(chunkpipe::Options{.chunk_elems = w, .depth = 3, .policy = chunkpipe::Policy::stage_streams,
+                                    .executor = chunkpipe::Executor::streams},
                  chunkpipe::Map<Fma>{f});
       HandLoop hand(total, w, in.data(), out.data(), f);
       std::vector<chunkpipe::RunTicket> t_def, t_slot, t_stage;

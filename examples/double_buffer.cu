@@ -199,8 +199,13 @@ struct Schedules {
 Schedules make_schedules(const Config& c, std::size_t chunk) {
   const chunkpipe::Map<ChainedFma> stage{{c.iters}};
   return Schedules{
-      Pipe({.chunk_elems = chunk, .policy = chunkpipe::Policy::serial}, stage),
-      Pipe({.chunk_elems = chunk, .depth = 2, .policy = chunkpipe::Policy::slot_streams}, stage),
+      // The lesson's schedules issued op by op on streams, as the lesson
+      // does (at small windows the automatic executor would make repeated
+      // runs graphs: that is the graph row's job).
+      Pipe({.chunk_elems = chunk, .policy = chunkpipe::Policy::serial, .executor = chunkpipe::Executor::streams}, stage),
+      Pipe({.chunk_elems = chunk, .depth = 2, .policy = chunkpipe::Policy::slot_streams,
+            .executor = chunkpipe::Executor::streams},
+           stage),
       Pipe({.chunk_elems = chunk, .depth = c.depth}, stage),
       Pipe({.chunk_elems = chunk, .depth = 2, .policy = chunkpipe::Policy::slot_streams,
             .executor = chunkpipe::Executor::graphs},

@@ -228,11 +228,14 @@ TEST_CASE("after(stream), after(event) and after(ticket) order a run after other
   for (std::size_t i = 0; i < n; ++i) wrong += out2[i] == f(value_at(i, 6)) ? 0 : 1;
   REQUIRE(wrong == 0);
 
-  // A run that reads what a run in flight writes: refused, or ordered after it.
-  for (std::size_t i = 0; i < n; ++i) in[i] = value_at(i, 7);
+  // A run that reads what a run in flight writes: refused, or ordered after
+  // it. `first` waits for a late kernel of ours, so it is surely in flight.
+  poison(in);
   poison(out);
   poison(chained);
-  RunTicket first = pipe.run_async(in, out);
+  late_fill<<<256, 256, 0, user.get()>>>(in.data(), n, 7, 20'000'000);
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  RunTicket first = pipe.run_async(in, out, after(::cuda::stream_ref(user.get())));
   REQUIRE_THROWS_AS((void)pipe.run_async(out, chained), config_error);
   RunTicket second = pipe.run_async(out, chained, after(first));
   // Ordered on the device: a stream of ours can wait for the end of the chain.

@@ -355,7 +355,10 @@ class CudaRunner {
       s.cached = graphs_.cached();
       return true;
     } catch (const graph_build_error& e) {
-      // Nothing was launched: the pipeline is fine, the stage is not graphable.
+      // Nothing was launched: the pipeline is fine, the stage is not
+      // graphable. What the failed capture left in CUDA's last error is
+      // ours, not the next run's.
+      (void)cudaGetLastError();
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
         graph_refused_ = e.what();

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <vector>
 
 /// Kernels get hidden visibility so two shared libraries that instantiate
 /// the same template kernel do not resolve to one another's copy (CCCL does
@@ -81,6 +82,36 @@ void launch_map(const F& f, std::size_t n, ::cuda::std::tuple<U*...> out, ::cuda
     const auto blocks = static_cast<unsigned>((m + map_block_threads - 1) / map_block_threads);
     map_kernel<<<blocks, map_block_threads, 0, stream>>>(f, m, offset_by(out, first), offset_by(in, first));
     CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  }
+}
+
+/// The launches launch_map would make, added to `graph` as kernel nodes
+/// after `deps` instead (no stream, no capture: adding a node costs the
+/// same however large the graph is). Appends the nodes to `nodes`. Throws
+/// cuda_error if CUDA refuses a node.
+template <class F, class... U, class... T>
+void add_map_nodes(cudaGraph_t graph, const std::vector<cudaGraphNode_t>& deps, const F& f, std::size_t n,
+                   ::cuda::std::tuple<U*...> out, ::cuda::std::tuple<const T*...> in,
+                   std::vector<cudaGraphNode_t>& nodes) {
+  using Out = ::cuda::std::tuple<U*...>;
+  using In = ::cuda::std::tuple<const T*...>;
+  constexpr std::size_t per_launch = map_max_blocks * map_block_threads;
+  for (std::size_t first = 0; first < n; first += per_launch) {
+    F fn = f;
+    std::size_t m = n - first < per_launch ? n - first : per_launch;
+    Out o = offset_by(out, first);
+    In i = offset_by(in, first);
+    void* args[] = {&fn, &m, &o, &i};  // copied into the node
+    cudaKernelNodeParams p{};
+    p.func = reinterpret_cast<void*>(&map_kernel<F, Out, In>);
+    p.gridDim = dim3(static_cast<unsigned>((m + map_block_threads - 1) / map_block_threads));
+    p.blockDim = dim3(map_block_threads);
+    p.sharedMemBytes = 0;
+    p.kernelParams = args;
+    p.extra = nullptr;
+    cudaGraphNode_t node = nullptr;
+    CHUNKPIPE_CUDA_TRY(cudaGraphAddKernelNode(&node, graph, deps.data(), deps.size(), &p));
+    nodes.push_back(node);
   }
 }
 

@@ -18,6 +18,8 @@
 
 #include <cstddef>
 #include <tuple>
+#include <type_traits>
+#include <vector>
 
 namespace chunkpipe::detail {
 
@@ -30,6 +32,15 @@ void invoke_stage(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
   ::chunkpipe::detail::launch_map(stage.fn, count, out_ptrs, in_ptrs, stream);
 }
 
+template <class F, class... I, class... O>
+void add_map_nodes_of(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                      const std::tuple<::cuda::std::span<O>...>& outs, std::size_t count, cudaGraph_t graph,
+                      const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& nodes) {
+  auto in_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<const I*...>(s.data()...); }, ins);
+  auto out_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<O*...>(s.data()...); }, outs);
+  ::chunkpipe::detail::add_map_nodes(graph, deps, stage.fn, count, out_ptrs, in_ptrs, nodes);
+}
+
 template <class F, class... X, class... I, class... O>
 void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
@@ -39,6 +50,30 @@ void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>
   stage.fn(ctx);
   // Catches a bad launch inside the functor (and any earlier fault).
   CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+}
+
+/// Adds stage op `op` to `graph` after `deps`, appending to `nodes` what
+/// later ops must follow. A Map stage becomes kernel nodes; a ChunkFn runs
+/// once, through `capture(launch)`, which must call launch(stream) on a
+/// capturing stream and add what was captured (graph_executor.cuh). Throws
+/// what CUDA, the stage or `capture` throws.
+template <class In, class... Stages, class Capture>
+void add_stage_nodes(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
+                     std::size_t run_chunk, std::size_t offset, std::size_t count, cudaGraph_t graph,
+                     const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& nodes,
+                     Capture&& capture) {
+  using ios = typename chain<In, Stages...>::ios;
+  ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
+    using io = std::tuple_element_t<decltype(I)::value, ios>;
+    auto& stage = std::get<decltype(I)::value>(stages);
+    auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
+    auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+    if constexpr (is_elementwise<std::decay_t<decltype(stage)>>::value) {
+      ::chunkpipe::detail::add_map_nodes_of(stage, ins, outs, count, graph, deps, nodes);
+    } else {
+      capture([&](cudaStream_t s) { ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, s); });
+    }
+  });
 }
 
 /// Launches stage op `op` (of step `step`) over `count` elements of its
