@@ -53,7 +53,8 @@ enum class Staging : std::uint8_t {
 /// works where designated initialisers do.
 struct Options {
   /// The window: the most elements one stage sees at once, and what sizes
-  /// every slot buffer. Must be at least 1.
+  /// every slot buffer unless the pipeline schedules another unit
+  /// (grain_elems, memory_elems; geometry() says). Must be at least 1.
   std::size_t chunk_elems = default_chunk_elems;
   /// Slots in the ring: how many chunks can be in flight. Must be at least 1;
   /// serial always uses one.
@@ -138,6 +139,7 @@ namespace detail {
 /// Why a run cannot be a graph, or nullptr if it can.
 inline const char* graph_refusal(const Options& o, bool staged) noexcept {
   if (o.profile) return "profiling times each op with CUDA events on streams";
+  if (o.staging == Staging::direct) return "Staging::direct measures plain cudaMemcpyAsync calls, op by op";
   if (staged) {
     return "the run stages pageable memory or uses a Source or Sink, host work a graph would have to wait for in "
            "host nodes (tens of us each)";

@@ -55,9 +55,9 @@ struct Report {
   /// The link the floor is computed against; bandwidths of 0 mean unknown,
   /// and then no floor or efficiency is shown.
   LinkModel link;
-  /// What issued the run. A run that asked for graphs and ran on streams
-  /// says why in executor_note (profiling always does: it times each op
-  /// with events on streams).
+  /// What issued the run. A run that asked for graphs (Executor::graphs)
+  /// and ran on streams says why in executor_note; a profiled run always
+  /// runs on streams, since it times each op with events there.
   Executor executor = Executor::streams;
   std::string executor_note;
 };

@@ -50,6 +50,26 @@ struct TwoLaunches {
   }
 };
 
+__global__ void scale_into(float* dst, const float* src, std::size_t n, float by) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) dst[i] = src[i] * by;
+}
+
+// Scratch memory from the stream-ordered allocator, as thrust_policy uses:
+// in a graph, allocation and free nodes inside the stage's child graph.
+struct ScratchTwice {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto x = ctx.template out<0>();
+    const auto blocks = static_cast<unsigned>((ctx.count + 255) / 256);
+    float* scratch = nullptr;
+    CHUNKPIPE_CUDA_TRY(cudaMallocAsync(reinterpret_cast<void**>(&scratch), ctx.count * sizeof(float), ctx.stream.get()));
+    scale_into<<<blocks, 256, 0, ctx.stream.get()>>>(scratch, x.data(), ctx.count, 1.0f);
+    scale_into<<<blocks, 256, 0, ctx.stream.get()>>>(x.data(), scratch, ctx.count, 2.0f);
+    CHUNKPIPE_CUDA_TRY(cudaFreeAsync(scratch, ctx.stream.get()));
+  }
+};
+
 // Synchronises inside the stage: fine on streams, impossible in a graph.
 struct Synchronises {
   template <class Ctx>
@@ -186,6 +206,19 @@ TEST_CASE("several inputs and outputs and window-level stages under graphs", "[g
     for (std::size_t i = 0; i < kElems; ++i) REQUIRE(out[i] == Chain{}(x[i]) + static_cast<float>(i / kWindow) + 1.0f);
   }
   REQUIRE(fn.graph_stats().replayed == 1);
+
+  // Stream-ordered scratch memory inside a ChunkFn: a graph too.
+  ChunkedPipeline<ChunkFn<ScratchTwice>> scratch(
+      {.chunk_elems = kWindow, .depth = 3, .policy = Policy::stage_streams, .executor = Executor::graphs});
+  for (int round = 0; round < 2; ++round) {
+    poison(out);
+    RunTicket t = scratch.run_async(x, out);
+    t.wait();
+    REQUIRE(t.executor() == Executor::graphs);
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(out[i] == 2.0f * x[i]);
+  }
+  REQUIRE(scratch.graph_stats().built == 1);
+  REQUIRE(scratch.graph_stats().replayed == 1);
 }
 
 TEST_CASE("the CUDA graph as built, read back from CUDA, passes the hazard check", "[gpu][graphs][hazards]") {
@@ -255,6 +288,19 @@ TEST_CASE("runs a graph cannot take run on streams and say why", "[gpu][graphs]"
   REQUIRE(staged.executor() == Executor::streams);
   REQUIRE(staged.executor_note().find("stages") != std::string::npos);
   for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == Chain{}(pageable[i]));
+
+  // Staging::direct measures plain copies, op by op.
+  ChunkedPipeline<Map<Chain>> direct({.chunk_elems = kWindow, .depth = 3, .executor = Executor::graphs,
+                                      .staging = Staging::direct});
+  PinnedArray<float> px(n), py(n);
+  fill(px, 13);
+  poison(py);
+  RunTicket d = direct.run_async(px, py);
+  d.wait();
+  REQUIRE(d.executor() == Executor::streams);
+  REQUIRE(d.executor_note().find("direct") != std::string::npos);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(py[i] == Chain{}(px[i]));
+  REQUIRE(direct.graph_stats().on_streams == 1);
 
   ChunkedPipeline<Map<Chain>> profiled({.chunk_elems = kWindow, .depth = 3, .executor = Executor::graphs, .profile = true});
   PinnedArray<float> x(n), y(n);

@@ -145,6 +145,11 @@ class CudaRunner {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     wait_all();
     DeviceGuard guard(device_);
+    {
+      // Cached graphs may copy from those ranges: forget them first.
+      std::lock_guard<std::mutex> issuing(issue_mutex_);
+      graphs_.forget();
+    }
     for (const auto& [p, bytes] : registered_) CHUNKPIPE_CUDA_TRY(cudaHostUnregister(const_cast<void*>(p)));
     registered_.clear();
   }
@@ -277,9 +282,20 @@ class CudaRunner {
   template <class In>
   void issue(const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
     std::lock_guard<std::mutex> lock(issue_mutex_);
-    if (run->executor == Executor::graphs && issue_graph<In>(run, n, index)) {
-      run->mark_issued();
-      return;
+    if (run->executor == Executor::graphs) {
+      // A run queued before a stage was found not to capture goes on streams too.
+      std::string refused;
+      {
+        std::lock_guard<std::mutex> stats(stats_mutex_);
+        refused = graph_refused_;
+      }
+      if (!refused.empty()) {
+        run->executor = Executor::streams;
+        run->executor_note = refused;
+      } else if (issue_graph<In>(run, n, index)) {
+        run->mark_issued();
+        return;
+      }
     }
     try {
       DeviceGuard guard(device_);
@@ -311,16 +327,19 @@ class CudaRunner {
     if (o.executor == Executor::streams) return Executor::streams;
     if (shape_runs_.size() > 64) shape_runs_.clear();  // bounded; forgetting only delays a graph
     int& seen = shape_runs_[n];
-    const Executor e = ::chunkpipe::detail::choose_executor(o, front_.geometry(), PipelineFront<Stages...>::all_elementwise,
-                                                            spec.chunks, spec.stage_in || spec.stage_out, seen, &note);
+    Executor e = ::chunkpipe::detail::choose_executor(o, front_.geometry(), PipelineFront<Stages...>::all_elementwise,
+                                                      spec.chunks, spec.stage_in || spec.stage_out, seen, &note);
     ++seen;
-    if (e != Executor::graphs) return e;
     std::lock_guard<std::mutex> lock(stats_mutex_);
-    if (graph_refused_.empty()) return e;
-    note = graph_refused_;  // a stage that cannot be captured: every shape would fail the same way
-    ++graph_stats_.on_streams;
-    graph_stats_.last_note = note;
-    return Executor::streams;
+    if (e == Executor::graphs && !graph_refused_.empty()) {
+      note = graph_refused_;  // a stage that cannot be captured: every shape would fail the same way
+      e = Executor::streams;
+    }
+    if (e == Executor::streams && o.executor == Executor::graphs) {
+      ++graph_stats_.on_streams;
+      graph_stats_.last_note = note;
+    }
+    return e;
   }
 
   // Issues a pinned run as one graph launch. Returns false if the run is
@@ -355,15 +374,15 @@ class CudaRunner {
       s.cached = graphs_.cached();
       return true;
     } catch (const graph_build_error& e) {
-      // Nothing was launched: the pipeline is fine, the stage is not
-      // graphable. What the failed capture left in CUDA's last error is
-      // ours, not the next run's.
+      // Nothing was launched: the pipeline is fine, the run's graph is not.
+      // What the failed capture left in CUDA's last error is ours, not the
+      // next run's.
       (void)cudaGetLastError();
       {
         std::lock_guard<std::mutex> lock(stats_mutex_);
-        graph_refused_ = e.what();
+        if (e.every_shape) graph_refused_ = e.what();
         ++graph_stats_.on_streams;
-        graph_stats_.last_note = graph_refused_;
+        graph_stats_.last_note = e.what();
       }
       if (front_.options().executor == Executor::graphs) {
         run->fail(std::current_exception());
@@ -372,6 +391,13 @@ class CudaRunner {
       run->executor = Executor::streams;
       run->executor_note = e.what();
       return false;
+    } catch (const cuda_error& e) {
+      if (is_sticky(e.code())) health_->mark(e.what());
+      run->fail(std::current_exception());
+      exec_.drain();
+      graphs_.drain();
+      driver_.reset();
+      return true;
     } catch (...) {
       run->fail(std::current_exception());
       exec_.drain();
@@ -411,9 +437,12 @@ class CudaRunner {
     mem_ = SlotMemory{&layout_, device_arena_.data(), pinned_arena_.data()};
     exec_.set_memory(mem_);
     if (fresh) {
-      // Graphs name the device slots; pinned slots are never theirs.
+      // Graphs name the device slots; pinned slots are never theirs. Other
+      // element types may capture where these did not.
       const Geometry& g = front_.geometry();
       graphs_.configure(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems, mem_);
+      std::lock_guard<std::mutex> stats(stats_mutex_);
+      graph_refused_.clear();
     }
   }
 

@@ -10,7 +10,8 @@
 // is one call for the whole run, and the GPU walks its nodes.
 //
 // The graph is the plan as data: node i is op i (a copy node per range it
-// copies, the nodes a stage's launch captures), and its edges are
+// copies, a kernel node for a Map stage, a child graph of what a ChunkFn
+// launched, captured once), and its edges are
 // graph_of(plan): each op's waits and the op before it on its queue. The
 // same description is what check_hazards(plan, graph) proves safe on the
 // CPU, and with Options::record_issued the executor reads the edges back
@@ -46,6 +47,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,10 +74,13 @@ struct GraphExecDeleter {
 using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
 using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
 
-/// A graph build that failed in a way the user can act on (a stage that
-/// cannot be captured); the pipeline itself is fine.
+/// A graph build that failed in a way the user can act on; the pipeline
+/// itself is fine. `every_shape`: a stage that cannot be captured, which no
+/// run of this pipeline can then have as a graph (an instantiation that
+/// fails may be the run's size alone).
 struct graph_build_error : pipeline_error {
-  using pipeline_error::pipeline_error;
+  graph_build_error(const std::string& what, bool every) : pipeline_error(what), every_shape(every) {}
+  bool every_shape;
 };
 
 template <class... Stages>
@@ -114,8 +119,9 @@ class GraphExecutor {
   /// graph launch on the executor's stream, after all work queued so far
   /// on `streams` and the run's gates; then makes `streams` wait for it.
   /// Returns how the graph was got, with the host times in `stats`. Throws
-  /// graph_build_error when a stage cannot be captured, cuda_error when
-  /// CUDA fails. Nothing is launched unless it returns.
+  /// graph_build_error when a stage cannot be captured or the graph cannot
+  /// be instantiated (then nothing was launched), cuda_error when CUDA
+  /// fails.
   template <class In>
   Path issue(RunState& st, std::size_t n, const std::vector<cudaStream_t>& streams, GraphStats& stats) {
     if (!launch_) launch_ = Stream::create();
@@ -161,6 +167,10 @@ class GraphExecutor {
     st.tails.push_back(std::move(tail));
     return path;
   }
+
+  /// Forgets every cached graph (their ranges may be gone). Nothing may be
+  /// in flight that the caller has not drained.
+  void forget() noexcept { cache_.clear(); }
 
   /// Waits for every graph launched. Never throws.
   void drain() noexcept {
@@ -286,7 +296,9 @@ class GraphExecutor {
         CHUNKPIPE_CUDA_TRY(cudaGraphAddEmptyNode(&node, e.graph.get(), deps.data(), deps.size()));
         mine.push_back(node);
       }
-      if (logging_) own_new_nodes(e.graph.get(), op.id, owner);
+      if (logging_) {
+        for (cudaGraphNode_t node : mine) owner.emplace(node, op.id);  // every node the op added
+      }
     }
     stats.build_ms = ms_since(t0);
     const auto t1 = std::chrono::steady_clock::now();
@@ -294,9 +306,11 @@ class GraphExecutor {
     const cudaError_t err = cudaGraphInstantiate(&exec, e.graph.get(), 0);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
+      if (is_sticky(err)) throw cuda_error(err, "cudaGraphInstantiate", __FILE__, __LINE__);
       throw graph_build_error(std::string("chunkpipe: the run's CUDA graph (") + std::to_string(e.plan.ops.size()) +
-                              " ops) could not be instantiated: " + cudaGetErrorName(err) + ": " +
-                              cudaGetErrorString(err));
+                                  " ops) could not be instantiated: " + cudaGetErrorName(err) + ": " +
+                                  cudaGetErrorString(err),
+                              false);
     }
     e.exec.reset(exec);
     stats.instantiate_ms = ms_since(t1);
@@ -307,12 +321,16 @@ class GraphExecutor {
   // A stage op as nodes of `graph` after `deps`; `mine` gets the nodes
   // later ops must follow. A Map stage is kernel nodes. A ChunkFn is called
   // once on a capturing stream, and what it launched becomes one child
-  // graph node: capturing into a graph of its own costs the same at any
-  // size, where capturing into the run's graph (cudaStreamBeginCaptureToGraph)
-  // cost time growing with the graph, 30 s for 16384 chunks on the H200.
-  // Throws graph_build_error naming the stage when it does what a capture
-  // cannot hold (synchronises, uses another stream, allocates outside a
-  // stream-ordered pool).
+  // graph node, moved into the run's graph (a moved child may hold the
+  // allocation nodes of stream-ordered memory, cudaMallocAsync or
+  // thrust_policy, which a cloned one may not). Capturing into a graph of
+  // its own costs the same at any size, where capturing into the run's
+  // graph (cudaStreamBeginCaptureToGraph) cost time growing with the graph,
+  // 30 s for 16384 chunks on the H200. Throws graph_build_error naming the
+  // stage when it does what a capture cannot hold (synchronises, uses
+  // another stream, allocates outside a stream-ordered pool), and
+  // cuda_error for a broken context, which is the context's fault, not the
+  // stage's.
   template <class In>
   void add_stage(cudaGraph_t graph, const Op& op, const Step& step, const OpWork& w,
                  const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& mine) {
@@ -320,8 +338,12 @@ class GraphExecutor {
     auto capture = [&](auto&& launch) {
       cudaStream_t s = capture_.get();
       CHUNKPIPE_CUDA_TRY(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      std::exception_ptr broken;
       try {
         launch(s);
+      } catch (const cuda_error& x) {
+        if (is_sticky(x.code())) broken = std::current_exception();
+        failure = x.what();
       } catch (const std::exception& x) {
         failure = x.what();
       } catch (...) {
@@ -329,14 +351,28 @@ class GraphExecutor {
       }
       cudaGraph_t raw = nullptr;
       const cudaError_t end = cudaStreamEndCapture(s, &raw);
-      const GraphHandle child(raw);  // the node below holds a copy
+      GraphHandle child(raw);
+      if (broken) std::rethrow_exception(broken);
+      if (is_sticky(end)) throw cuda_error(end, "cudaStreamEndCapture", __FILE__, __LINE__);
       if (failure.empty() && end != cudaSuccess) failure = std::string(cudaGetErrorName(end)) + ": " + cudaGetErrorString(end);
       if (!failure.empty() || !child) return;
       std::size_t nodes = 0;
       CHUNKPIPE_CUDA_TRY(cudaGraphGetNodes(child.get(), nullptr, &nodes));
       if (nodes == 0) return;  // it launched nothing: the caller keeps the op's place
+      cudaGraphNodeParams p{};
+      p.type = cudaGraphNodeTypeGraph;
+      p.graph.graph = child.get();
+      p.graph.ownership = cudaGraphChildGraphOwnershipMove;
       cudaGraphNode_t node = nullptr;
-      CHUNKPIPE_CUDA_TRY(cudaGraphAddChildGraphNode(&node, graph, deps.data(), deps.size(), child.get()));
+      const cudaError_t added = cudaGraphAddNode(&node, graph, deps.data(), nullptr, deps.size(), &p);
+      if (added != cudaSuccess) {
+        (void)cudaGetLastError();
+        if (is_sticky(added)) throw cuda_error(added, "cudaGraphAddNode", __FILE__, __LINE__);
+        failure = std::string("what it launched cannot be a child graph (") + cudaGetErrorName(added) + ": " +
+                  cudaGetErrorString(added) + ")";
+        return;
+      }
+      (void)child.release();  // the run's graph owns it now
       mine.push_back(node);
     };
     ::chunkpipe::detail::add_stage_nodes<In>(*stages_, mem_, step, op, op.chunk, w.offset, w.count, graph, deps, mine,
@@ -344,20 +380,12 @@ class GraphExecutor {
     if (!failure.empty()) {
       (void)cudaGetLastError();
       throw graph_build_error("chunkpipe: stage " + std::to_string(op.stage) +
-                              " cannot be captured into a CUDA graph: " + failure +
-                              ". Under Executor::graphs a stage may only launch work on ctx.stream (no "
-                              "synchronisation, no other stream, no allocation outside a stream-ordered pool); "
-                              "use Executor::streams for this pipeline");
+                                  " cannot be captured into a CUDA graph: " + failure +
+                                  ". Under Executor::graphs a stage may only launch work on ctx.stream (no "
+                                  "synchronisation, no other stream, no allocation outside a stream-ordered pool); "
+                                  "use Executor::streams for this pipeline",
+                              true);
     }
-  }
-
-  // Logging: nodes of `graph` not yet owned belong to op `id`.
-  static void own_new_nodes(cudaGraph_t graph, std::size_t id, std::unordered_map<cudaGraphNode_t, std::size_t>& owner) {
-    std::size_t count = 0;
-    CHUNKPIPE_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
-    std::vector<cudaGraphNode_t> nodes(count);
-    CHUNKPIPE_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
-    for (cudaGraphNode_t n : nodes) owner.emplace(n, id);
   }
 
   // The graph's edges as CUDA holds them, between ops.

@@ -230,12 +230,8 @@ class HostExecutor {
   template <class In>
   static void call_stage(std::tuple<Stages...>& stages, const Op& op, const Step& step, const SlotMemory& mem,
                          std::size_t run_chunk, std::size_t offset, std::size_t count) {
-    using ios = typename chain<In, Stages...>::ios;
-    ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
-      using io = std::tuple_element_t<decltype(I)::value, ios>;
-      auto& stage = std::get<decltype(I)::value>(stages);
-      auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
-      auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+    ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
+                                                                             const auto& outs) {
       HostExecutor::invoke(stage, ins, outs, run_chunk, offset, count);
     });
   }

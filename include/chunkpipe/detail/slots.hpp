@@ -229,6 +229,21 @@ void with_index(std::size_t i, F&& f) {
   ::chunkpipe::detail::with_index_impl(i, f, std::make_index_sequence<N>{});
 }
 
+/// Calls f(stage, ins, outs) with stage op `op`'s stage object and typed
+/// spans of the `count` elements it reads and writes in its slot: what every
+/// executor needs before it runs a stage its own way.
+template <class In, class... Stages, class F>
+void with_stage_arrays(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
+                       std::size_t count, F&& f) {
+  using ios = typename chain<In, Stages...>::ios;
+  ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
+    using io = std::tuple_element_t<decltype(I)::value, ios>;
+    f(std::get<decltype(I)::value>(stages),
+      ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{}),
+      ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{}));
+  });
+}
+
 template <class F, class = void>
 struct has_finish : std::false_type {};
 template <class F>

@@ -62,12 +62,8 @@ void add_stage_nodes(std::tuple<Stages...>& stages, const SlotMemory& mem, const
                      std::size_t run_chunk, std::size_t offset, std::size_t count, cudaGraph_t graph,
                      const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& nodes,
                      Capture&& capture) {
-  using ios = typename chain<In, Stages...>::ios;
-  ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
-    using io = std::tuple_element_t<decltype(I)::value, ios>;
-    auto& stage = std::get<decltype(I)::value>(stages);
-    auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
-    auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+  ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
+                                                                           const auto& outs) {
     if constexpr (is_elementwise<std::decay_t<decltype(stage)>>::value) {
       ::chunkpipe::detail::add_map_nodes_of(stage, ins, outs, count, graph, deps, nodes);
     } else {
@@ -82,12 +78,8 @@ void add_stage_nodes(std::tuple<Stages...>& stages, const SlotMemory& mem, const
 template <class In, class... Stages>
 void launch_stage(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
                   cudaStream_t stream, std::size_t run_chunk, std::size_t offset, std::size_t count) {
-  using ios = typename chain<In, Stages...>::ios;
-  ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
-    using io = std::tuple_element_t<decltype(I)::value, ios>;
-    auto& stage = std::get<decltype(I)::value>(stages);
-    auto ins = ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{});
-    auto outs = ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{});
+  ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
+                                                                           const auto& outs) {
     ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, stream);
   });
 }
