@@ -9,7 +9,9 @@
 
 #include <chunkpipe/pipeline.cuh>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <utility>
 #include <vector>
 
@@ -68,5 +70,35 @@ class EventClock {
   chunkpipe::Stream stream_;
   chunkpipe::Event start_, stop_;
 };
+
+/// The median of `v` (the upper one of an even count).
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Every variant once per round, in an order rotated each round, so a slow
+/// drift of the machine falls on all alike. A variant has issue(), join(s),
+/// finish() and the vectors ms and issue_us the rounds append to.
+template <class Variant>
+void time_rounds(EventClock& clock, std::vector<Variant>& vs, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t i = 0; i < vs.size(); ++i) {
+      Variant& v = vs[(i + static_cast<std::size_t>(r)) % vs.size()];
+      double us = 0;
+      v.ms.push_back(clock.time(v.issue, v.join, &us));
+      v.issue_us.push_back(us);
+      v.finish();
+    }
+  }
+}
+
+/// The median of per-round ratios a / b.
+template <class Variant>
+double paired_ratio(const Variant& a, const Variant& b) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < a.ms.size() && i < b.ms.size(); ++i) r.push_back(a.ms[i] / b.ms[i]);
+  return median_of(r);
+}
 
 }  // namespace timing

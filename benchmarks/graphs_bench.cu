@@ -69,6 +69,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // The lesson's chain of FMAs, as the probes and streams_bench time it.
 using probe::Fma;
+using bench::ClosedForm;
+using timing::median_of;
+using timing::paired_ratio;
+using timing::time_rounds;
 using bench::HandLoop;
 using chunkpipe::Executor;
 using chunkpipe::Policy;
@@ -94,31 +98,12 @@ struct Pair {
   float* out;
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // "64 KiB", "16 MiB".
 std::string size_text(std::size_t bytes) {
   return bytes % kMiB == 0 ? std::to_string(bytes / kMiB) + " MiB" : std::to_string(bytes / kKiB) + " KiB";
 }
 
-// y after `iters` steps of y = 0.999 y + 0.0625 is scale y + offset.
-struct ClosedForm {
-  double scale, offset;
-  explicit ClosedForm(int iters) {
-    const double a = static_cast<double>(0.999f);
-    scale = std::pow(a, iters);
-    offset = static_cast<double>(0.0625f) * (1.0 - scale) / (1.0 - a);
-  }
-  double operator()(float x) const { return scale * static_cast<double>(x) + offset; }
-  // False for NaN (a poisoned element nobody wrote).
-  bool matches(float x, float got) const {
-    const double want = (*this)(x);
-    return std::fabs(static_cast<double>(got) - want) <= 1e-4 * std::fabs(want) + 1e-6;
-  }
-};
 
 // The first i in [0, n) where out[i] is not the closed form of in[i], or n.
 // Split over the host's cores: a serial scan of the GiB takes about half a
@@ -201,24 +186,7 @@ std::function<void()> complete(Variant& v) {
   };
 }
 
-// Every variant once per round, in an order rotated each round.
-void time_rounds(timing::EventClock& clock, std::vector<Variant>& vs, int rounds) {
-  for (int r = 0; r < rounds; ++r) {
-    for (std::size_t i = 0; i < vs.size(); ++i) {
-      Variant& v = vs[(i + static_cast<std::size_t>(r)) % vs.size()];
-      double us = 0;
-      v.ms.push_back(clock.time(v.issue, v.join, &us));
-      v.issue_us.push_back(us);
-      v.finish();
-    }
-  }
-}
 
-double paired_ratio(const Variant& a, const Variant& b) {
-  std::vector<double> r;
-  for (std::size_t i = 0; i < a.ms.size() && i < b.ms.size(); ++i) r.push_back(a.ms[i] / b.ms[i]);
-  return median_of(r);
-}
 
 // Back-to-back run_async of `run_elems` over consecutive slices of `p`
 // (one run when run_elems is the whole array).

@@ -2,17 +2,35 @@
 // The hand-written loop the benchmarks hold chunkpipe against: 4 slots on
 // 4 streams, chunk k on stream k % 4 (copy in, the probes' kernel, copy
 // out), issued op by op from the host. streams_bench times it on streams;
-// graphs_bench also captures it into a CUDA graph.
+// graphs_bench also captures it into a CUDA graph. And the closed form
+// both check every output against.
 #pragma once
 
 #include <chunkpipe/memory.cuh>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 
 #include "probes/probe.hpp"
 
 namespace bench {
+
+// y after `iters` steps of y = 0.999 y + 0.0625 is scale y + offset.
+struct ClosedForm {
+  double scale, offset;
+  explicit ClosedForm(int iters) {
+    const double a = static_cast<double>(0.999f);
+    scale = std::pow(a, iters);
+    offset = static_cast<double>(0.0625f) * (1.0 - scale) / (1.0 - a);
+  }
+  double operator()(float x) const { return scale * static_cast<double>(x) + offset; }
+  // False for NaN (a poisoned element nobody wrote).
+  bool matches(float x, float got) const {
+    const double want = (*this)(x);
+    return std::fabs(static_cast<double>(got) - want) <= 1e-4 * std::fabs(want) + 1e-6;
+  }
+};
 
 // The hand-written loop: 4 slots on 4 streams, chunk k on stream k % 4.
 struct HandLoop {

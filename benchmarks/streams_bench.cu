@@ -52,6 +52,10 @@ constexpr std::size_t kKiB = 1024, kMiB = kKiB * 1024;
 // The lesson's chain of FMAs and its one-thread-per-element kernel, as the
 // probes time them.
 using probe::Fma;
+using bench::ClosedForm;
+using timing::median_of;
+using timing::paired_ratio;
+using timing::time_rounds;
 using probe::kern;
 
 // Spins on the GPU for about `ns` (at most 2 GHz): the gate of the host section.
@@ -74,10 +78,6 @@ struct Args {
   std::string csv = "streams_bench.csv";
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The hand-written loop: 4 slots on 4 streams, chunk k on stream k % 4
 // (hand_loop.hpp, shared with graphs_bench).
@@ -95,16 +95,6 @@ struct Variant {
   std::vector<double> ms, issue_us;
 };
 
-// y after `iters` steps of y = 0.999 y + 0.0625 is scale y + offset.
-struct ClosedForm {
-  double scale, offset;
-  explicit ClosedForm(int iters) {
-    const double a = static_cast<double>(0.999f);
-    scale = std::pow(a, iters);
-    offset = static_cast<double>(0.0625f) * (1.0 - scale) / (1.0 - a);
-  }
-  double operator()(float x) const { return scale * static_cast<double>(x) + offset; }
-};
 
 // Checks a variant's output (poisoned first): every element against the
 // closed form, and bit for bit against `ref` (the hand-written loop's
@@ -133,24 +123,7 @@ bool check(Variant& v, const float* in, float* out, std::size_t total, Fma f, st
   return true;
 }
 
-// Every variant once per round, in an order rotated each round.
-void time_rounds(timing::EventClock& clock, std::vector<Variant>& vs, int rounds) {
-  for (int r = 0; r < rounds; ++r) {
-    for (std::size_t i = 0; i < vs.size(); ++i) {
-      Variant& v = vs[(i + static_cast<std::size_t>(r)) % vs.size()];
-      double us = 0;
-      v.ms.push_back(clock.time(v.issue, v.join, &us));
-      v.issue_us.push_back(us);
-      v.finish();
-    }
-  }
-}
 
-double paired_ratio(const Variant& a, const Variant& b) {
-  std::vector<double> r;
-  for (std::size_t i = 0; i < a.ms.size() && i < b.ms.size(); ++i) r.push_back(a.ms[i] / b.ms[i]);
-  return median_of(r);
-}
 
 // `runs` back-to-back run_async over consecutive slices of the arrays.
 Variant stream_of_runs(const std::string& name, Pipe& pipe, const float* in, float* out, std::size_t total,
