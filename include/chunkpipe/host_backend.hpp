@@ -18,6 +18,7 @@
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
+#include <chunkpipe/result.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -30,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -148,9 +150,36 @@ class HostPipeline {
   /// registered and direct copy them directly. Blocks; throws config_error
   /// for bad ranges before doing anything, and whatever a stage, source or
   /// sink throws.
-  template <class In, class Out>
+  template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
   void run(In&& in, Out&& out) {
     run_async(std::forward<In>(in), std::forward<Out>(out)).wait();
+  }
+
+  /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
+  /// and returns the result, as ChunkedPipeline::run(in) does, to the same
+  /// bits for a Reduce. Blocks; throws as run(in, out) does.
+  template <class In, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
+  auto run(In&& in) {
+    return run_async(std::forward<In>(in)).get();
+  }
+
+  /// Issues a folding run; get() on the ticket runs it and returns the result.
+  template <class In, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] auto run_async(In&& in, const HostAfter& order = {}) {
+    using Traits = detail::fold_traits<typename Front::last_stage>;
+    using R = typename Traits::result;
+    auto ins = detail::as_inputs(std::forward<In>(in));
+    const std::size_t n = detail::input_length(ins);
+    auto folding = Traits::make(std::get<Front::stage_count - 1>(engine_->front.stages()));
+    std::shared_ptr<void> keep;
+    auto outs = detail::folding_outputs(folding, n, engine_->front.records_for(n), [&](std::size_t bytes) {
+      auto v = std::make_shared<std::vector<R>>(bytes / sizeof(R));
+      keep = v;
+      return std::pair<std::shared_ptr<void>, void*>(v, v->data());
+    });
+    HostTicket t = outs.ranges ? start(std::move(ins), std::move(*outs.ranges), order, std::move(keep))
+                               : start(std::move(ins), std::move(*outs.sink), order, nullptr);
+    return ResultTicket<R, HostTicket>(std::move(t), std::move(folding));
   }
 
   /// Issues the run and returns its ticket; its ops run, in the seeded
@@ -160,19 +189,84 @@ class HostPipeline {
   /// a run whose ranges overlap those of a run in flight, where either
   /// writes, throws config_error unless it is ordered after that run with
   /// `after(ticket)`. Throws config_error for bad ranges before issuing.
-  template <class In, class Out>
+  template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
   [[nodiscard]] HostTicket run_async(In&& in, Out&& out, const HostAfter& order = {}) {
+    return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), order, nullptr);
+  }
+
+  /// Runs a given single-run plan, which may be hand-built or broken on
+  /// purpose, over ranges of known length, in the seeded order; the plan's
+  /// staging must match the ranges (pinned ranges are direct). For tests of
+  /// the planner and the hazard check. Blocks; independent of the
+  /// pipeline's own schedule.
+  template <class In, class Out>
+  void run_plan(const Plan& plan, In&& in, Out&& out) {
     auto ins = detail::as_inputs(std::forward<In>(in));
     auto outs = detail::as_outputs(std::forward<Out>(out));
     using in_types = typename detail::side_types<decltype(ins)>::type;
     using out_types = typename detail::side_types<decltype(outs)>::type;
     static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs);
+    const std::size_t n = detail::validate_run(ins, outs, engine_->front.per_record());
+    auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
+    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
+    made.per_record = engine_->front.per_record();
+    auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    Engine& e = *engine_;
+    const std::size_t chunk = geometry().chunk_elems;
+    const detail::SlotLayout layout = detail::make_slot_layout(
+        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
+        e.front.unit_records());
+    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
+    exec.reset(plan.steps, plan.queues.size(), layout);
+    auto run = std::make_shared<detail::HostRun>();
+    run->ends = ends;
+    run->completion.set_hooks(ends->finish, ends->abort);
+    detail::HostRunRef ref{run};
+    for (const Op& op : plan.ops) {
+      detail::OpWork w;
+      w.offset = op.chunk * chunk;
+      w.count = w.offset < n ? std::min(chunk, n - w.offset) : 0;
+      exec.template issue<in_types>(op, w, ref);
+    }
+    run->issued = true;
+    exec.finish(*run);
+    run->completion.conclude();
+  }
+
+  /// The last run's elements and chunks (after a Source, what it produced),
+  /// once waited for.
+  RunSummary last_run() const {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    return engine_->last_ticket.summary();
+  }
+
+  /// Every op this pipeline's schedule has issued, over every run, as a
+  /// plan: what check_hazards() proves safe. Starts afresh when a run's
+  /// element types change the slot layout.
+  Plan issued_plan() const {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    const Engine& e = *engine_;
+    if (!e.driver) return Plan{};
+    return ::chunkpipe::detail::issued_plan(e.driver->builder(), e.exec.issued_ops(), e.runs);
+  }
+
+ private:
+  // Issues a run over its two sides; `keep` is storage the outputs point
+  // into that the run owns (a folding run's records).
+  template <class InSide, class OutSide>
+  HostTicket start(InSide ins, OutSide outs, const HostAfter& order, std::shared_ptr<void> keep) {
+    using in_types = typename detail::side_types<InSide>::type;
+    using out_types = typename detail::side_types<OutSide>::type;
+    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
+    const std::size_t n = detail::validate_run(ins, outs, engine_->front.per_record());
     const Staging mode = options().staging;
     const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    auto ends = std::make_shared<const detail::Endpoints>(
-        detail::make_endpoints(std::move(ins), std::move(outs), staged));
+    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
+    made.per_record = engine_->front.per_record();
+    made.keep = std::move(keep);
+    auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
     detail::RunRanges ranges(*ends);
     detail::check_run_ranges(ranges);
 
@@ -216,62 +310,6 @@ class HostPipeline {
     return ticket;
   }
 
-  /// Runs a given single-run plan, which may be hand-built or broken on
-  /// purpose, over ranges of known length, in the seeded order; the plan's
-  /// staging must match the ranges (pinned ranges are direct). For tests of
-  /// the planner and the hazard check. Blocks; independent of the
-  /// pipeline's own schedule.
-  template <class In, class Out>
-  void run_plan(const Plan& plan, In&& in, Out&& out) {
-    auto ins = detail::as_inputs(std::forward<In>(in));
-    auto outs = detail::as_outputs(std::forward<Out>(out));
-    using in_types = typename detail::side_types<decltype(ins)>::type;
-    using out_types = typename detail::side_types<decltype(outs)>::type;
-    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs);
-    auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
-    auto ends = std::make_shared<const detail::Endpoints>(
-        detail::make_endpoints(std::move(ins), std::move(outs), staged));
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    Engine& e = *engine_;
-    const std::size_t chunk = geometry().chunk_elems;
-    const detail::SlotLayout layout = detail::make_slot_layout(
-        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth);
-    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
-    exec.reset(plan.steps, plan.queues.size(), layout);
-    auto run = std::make_shared<detail::HostRun>();
-    run->ends = ends;
-    run->completion.set_hooks(ends->finish, ends->abort);
-    detail::HostRunRef ref{run};
-    for (const Op& op : plan.ops) {
-      detail::OpWork w;
-      w.offset = op.chunk * chunk;
-      w.count = w.offset < n ? std::min(chunk, n - w.offset) : 0;
-      exec.template issue<in_types>(op, w, ref);
-    }
-    run->issued = true;
-    exec.finish(*run);
-    run->completion.conclude();
-  }
-
-  /// The last run's elements and chunks (after a Source, what it produced),
-  /// once waited for.
-  RunSummary last_run() const {
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    return engine_->last_ticket.summary();
-  }
-
-  /// Every op this pipeline's schedule has issued, over every run, as a
-  /// plan: what check_hazards() proves safe. Starts afresh when a run's
-  /// element types change the slot layout.
-  Plan issued_plan() const {
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    const Engine& e = *engine_;
-    if (!e.driver) return Plan{};
-    return ::chunkpipe::detail::issued_plan(e.driver->builder(), e.exec.issued_ops(), e.runs);
-  }
-
- private:
   struct Engine : detail::HostEngineBase {
     template <class... S>
     explicit Engine(Options options, S&&... stages)
@@ -288,7 +326,8 @@ class HostPipeline {
       driver.emplace(g.policy, g.depth, front.lifetime_shape(), g.chunk_elems);
       const PlanBuilder& b = driver->builder();
       exec.reset(b.steps(), b.queues().size(),
-                 detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth));
+                 detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
+                                          front.unit_records()));
       flow = &f;
       runs.clear();
     }

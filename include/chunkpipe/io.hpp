@@ -89,7 +89,8 @@ struct Inputs {
   std::tuple<HostSpan<const T>...> spans;
 };
 
-/// The output ranges of a run, each at least as long as the inputs.
+/// The output ranges of a run, each at least as long as the inputs (or,
+/// after a PerChunk stage, as the run has chunks).
 template <class... U>
 struct Outputs {
   std::tuple<HostSpan<U>...> spans;
@@ -264,21 +265,26 @@ std::size_t input_length(const Source<T, F>&) {
 }
 
 /// Checks output ranges against the run's length (unknown_length: only
-/// that none is null with a size). Throws config_error naming the first
-/// problem: a null pointer with a non-zero length, an output shorter than
-/// the inputs.
+/// that none is null with a size). With `per_record` > 1 the last stage
+/// emits one record per that many input elements, and outputs must hold
+/// the records. Throws config_error naming the first problem: a null
+/// pointer with a non-zero length, an output shorter than the inputs (or
+/// than the records).
 template <class... U>
-void check_outputs(const Outputs<U...>& out, std::size_t n) {
+void check_outputs(const Outputs<U...>& out, std::size_t n, std::size_t per_record = 1) {
   std::string problem;
   std::size_t index = 0;
+  const std::size_t need = n == unknown_length || per_record <= 1 ? n : (n + per_record - 1) / per_record;
   auto check = [&](const auto& s) {
     if (problem.empty()) {
       if (s.data == nullptr && s.size != 0) {
         problem = "output " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
                   " elements";
-      } else if (n != unknown_length && s.size < n) {
-        problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) +
-                  " elements, fewer than the " + std::to_string(n) + " input elements";
+      } else if (n != unknown_length && s.size < need) {
+        problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) + " elements, fewer than the " +
+                  (per_record <= 1 ? std::to_string(n) + " input elements"
+                                   : std::to_string(need) + " records the run makes (one per " +
+                                         std::to_string(per_record) + " input elements)");
       }
     }
     ++index;
@@ -288,15 +294,15 @@ void check_outputs(const Outputs<U...>& out, std::size_t n) {
 }
 
 template <class U, class F>
-void check_outputs(const Sink<U, F>&, std::size_t) {}
+void check_outputs(const Sink<U, F>&, std::size_t, std::size_t = 1) {}
 
 /// Checks a run's two sides and returns its length, or unknown_length when
 /// a Source decides it. Throws config_error as input_length and
 /// check_outputs do.
 template <class In, class Out>
-std::size_t validate_run(const In& in, const Out& out) {
+std::size_t validate_run(const In& in, const Out& out, std::size_t per_record = 1) {
   const std::size_t n = ::chunkpipe::detail::input_length(in);
-  ::chunkpipe::detail::check_outputs(out, n);
+  ::chunkpipe::detail::check_outputs(out, n, per_record);
   return n;
 }
 

@@ -180,6 +180,9 @@ inline void validate_options(const Options& o) {
                                         std::to_string(o.device) + ")");
 }
 
+/// `n` rounded up to a multiple of `m`.
+inline std::size_t align_segments(std::size_t n, std::size_t m) noexcept { return (n + m - 1) / m * m; }
+
 /// Most slots a grain split may create; each costs an event and bookkeeping.
 inline constexpr std::size_t max_slots = 4096;
 
@@ -188,20 +191,32 @@ inline constexpr std::size_t max_slots = 4096;
 /// it exists to run the schedules a window implies.
 enum class Target : std::uint8_t { device, host };
 
-/// The geometry `o` resolves to for a pipeline whose stages are all Map
-/// (`all_elementwise`) or not. Throws config_error for a grain that would
-/// need more than max_slots slots.
-inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target target) {
+/// The geometry `o` resolves to for a pipeline whose stages cannot see
+/// chunk boundaries (`all_elementwise`: Map stages, and a Reduce at the
+/// end) or not. Every unit is a multiple of `unit_multiple` (a Reduce's
+/// segment). Throws config_error for a grain that would need more than
+/// max_slots slots, and for a window, or an explicit grain, that is not a
+/// multiple of `unit_multiple`.
+inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target target,
+                                 std::size_t unit_multiple = 1) {
   const Resolved r = resolve(o.policy, o.depth);
   Geometry g{r.policy, r.depth, o.chunk_elems};
+  const std::size_t m = unit_multiple == 0 ? 1 : unit_multiple;
+  if (o.chunk_elems % m != 0 || o.grain_elems % m != 0) {
+    const bool window = o.chunk_elems % m != 0;
+    throw config_error(std::string("chunkpipe: a Reduce folds segments of ") + std::to_string(m) +
+                       " elements, and chunks must hold whole segments; " + (window ? "chunk_elems" : "grain_elems") +
+                       " (" + std::to_string(window ? o.chunk_elems : o.grain_elems) +
+                       ") is not a multiple of it (give reduce() a segment that divides it)");
+  }
   std::size_t grain = o.grain_elems;
   const bool chosen = grain == 0 && o.policy == Policy::automatic;  // ours to adjust
-  if (chosen) grain = default_grain_elems;
+  if (chosen) grain = std::max(m, default_grain_elems / m * m);
   if (chosen && all_elementwise && target == Target::device && o.chunk_elems < small_window_elems) {
     // Coarser units in the same ring: per-chunk host cost is what bounds a
     // small window on the GPU, and no Map stage can tell.
     const std::size_t budget = o.memory_elems != 0 ? o.memory_elems : default_chunk_elems * default_depth;
-    const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth));
+    const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth)) / m * m;
     if (unit > o.chunk_elems) g.chunk_elems = unit;
     return g;
   }
@@ -217,7 +232,10 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
       }
       pieces = most;  // a huge window: coarser grains rather than too many slots
     }
-    g.chunk_elems = (o.chunk_elems + pieces - 1) / pieces;
+    // Whole segments per grain; rounding up may leave the last grain of
+    // a window short, which costs a little memory, never correctness.
+    g.chunk_elems = align_segments((o.chunk_elems + pieces - 1) / pieces, m);
+    if (m > 1) pieces = (o.chunk_elems + g.chunk_elems - 1) / g.chunk_elems;
     g.depth = r.depth * static_cast<int>(pieces);
   }
   return g;

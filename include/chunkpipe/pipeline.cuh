@@ -14,7 +14,8 @@
 //
 // This umbrella header brings in everything: the plan (plan.hpp), the hazard
 // check (hazards.hpp), stages (stage.hpp), ranges (io.hpp), options
-// (options.hpp), reports (report.hpp), the simulator (simulate.hpp), the CUDA
+// (options.hpp), reports (report.hpp), folding runs' results (result.hpp),
+// the simulator (simulate.hpp), the CUDA
 // resources (memory.cuh), run tickets and after() (run_ticket.cuh), and the
 // machinery behind ChunkedPipeline in detail/: the driver (driver.hpp), the
 // CUDA stream executor (stream_executor.cuh), the CUDA graph executor
@@ -31,6 +32,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/simulate.hpp>
 #include <chunkpipe/stage.hpp>
@@ -38,6 +40,7 @@
 #include <chunkpipe/detail/cuda_runner.cuh>
 
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 namespace chunkpipe {
@@ -56,6 +59,8 @@ namespace chunkpipe {
 /// several threads; runs are ordered as their calls take its lock.
 template <class... Stages>
 class ChunkedPipeline {
+  static constexpr bool folds_ = detail::PipelineFront<Stages...>::folds_result;
+
  public:
   /// Builds the pipeline with default-constructed stages. Allocates nothing
   /// on the device yet (the first run does, once). Throws config_error for
@@ -82,9 +87,30 @@ class ChunkedPipeline {
   /// anything is queued; on a CUDA failure cuda_error, on a failing stage,
   /// source or sink what it threw, and always only after every stream and
   /// host task of the run has stopped.
-  template <class In, class Out>
+  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   void run(In&& in, Out&& out) {
     runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}).wait();
+  }
+
+  /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
+  /// (ranges, inputs(...) or a Source) and returns the result. Only the
+  /// records cross back: a Reduce's partials, one per segment, or one
+  /// Accumulate state per chunk, into pinned memory the pipeline reuses;
+  /// they are folded in order on the calling thread (a Source's run folds
+  /// them as they arrive, on a chunkpipe thread). An empty run returns the
+  /// Reduce's init, or the Accumulate's identity. Blocks; throws as
+  /// run(in, out) does.
+  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  auto run(In&& in) {
+    return runner_->start_fold(std::forward<In>(in), After{}).get();
+  }
+
+  /// Queues a folding run and returns at once: get() on the ticket blocks
+  /// until it is complete and returns its result. Everything else is as
+  /// for run_async(in, out), `order` included.
+  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] auto run_async(In&& in, const After& order = {}) {
+    return runner_->start_fold(std::forward<In>(in), order);
   }
 
   /// Queues the same run and returns its ticket at once: wait() blocks
@@ -114,7 +140,7 @@ class ChunkedPipeline {
   /// first run allocates the slots (and the first staged run the pinned
   /// ones); a run whose element types lay the slots out differently from
   /// the run before waits for the runs in flight first.
-  template <class In, class Out>
+  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   [[nodiscard]] RunTicket run_async(In&& in, Out&& out, const After& order = {}) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), order);
   }

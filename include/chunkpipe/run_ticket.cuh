@@ -292,7 +292,8 @@ inline void RunState::build_report() {
   report.bytes_in = report.bytes_out = 0;
   if (ends) {
     for (const auto& e : ends->in) report.bytes_in += elems * e.elem_size;
-    for (const auto& e : ends->out) report.bytes_out += elems * e.elem_size;
+    const std::size_t records = (elems + ends->per_record - 1) / ends->per_record;  // outputs hold records
+    for (const auto& e : ends->out) report.bytes_out += records * e.elem_size;
   }
 }
 

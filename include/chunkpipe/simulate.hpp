@@ -45,7 +45,11 @@ struct Workload {
   std::size_t elems = 0;              ///< elements in the run
   std::size_t chunk_elems = 0;        ///< elements per chunk; the last may be short
   std::size_t in_bytes_per_elem = 4;  ///< over all inputs (saxpy's x and y: 8)
-  std::size_t out_bytes_per_elem = 4; ///< over all outputs
+  std::size_t out_bytes_per_elem = 4; ///< over all outputs, per output record
+  /// Input elements per output record: 1 for element-wise stages; a
+  /// Reduce's segment, or chunk_elems for a per-chunk stage, whose copies
+  /// out carry only ceil(elems / out_per_record) records.
+  std::size_t out_per_record = 1;
   std::vector<double> stage_ns_per_elem;  ///< kernel time per element, one per stage
 };
 

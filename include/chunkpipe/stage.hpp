@@ -11,6 +11,13 @@
 //   chunkpipe::Map<Fma>              element-wise; the library writes the kernel
 //   chunkpipe::ChunkFn<Sort>         a whole chunk at a time, in place
 //   chunkpipe::ChunkFn<Pack, int8_t> a whole chunk, into a new int8_t buffer
+//   chunkpipe::reduce(0.f, Plus{})   the whole run folded into one value
+//   chunkpipe::accumulate(Hist{}, fill, merge)  a State per chunk, merged in order
+//   chunkpipe::per_chunk(Hist{}, fill)          a State per chunk, all returned
+//
+// Reduce, Accumulate and PerChunk emit records, not elements: one per
+// segment of the run (Reduce) or one per chunk (the others). Such a stage
+// must be the last; only its records cross back over the link.
 //
 // Element types flow from the run's inputs through the stages: a Map's
 // outputs are what its functor returns (a ::cuda::std::tuple for several),
@@ -22,6 +29,7 @@
 #include <cuda/stream_ref>
 
 #include <cstddef>
+#include <cstdint>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -63,6 +71,65 @@ struct ChunkFn {
   F fn{};
 };
 
+/// Elements a Reduce folds into one partial unless told otherwise.
+inline constexpr std::size_t default_reduce_segment = 16384;
+
+/// Reduction stage: folds every element of a run, converted to T, into one
+/// T with `op`, an associative functor callable on the device and the host
+/// (CHUNKPIPE_HOST_DEVICE T operator()(T, T) const). It must be the last
+/// stage and take one input. The library writes the kernel.
+///
+/// The order of combination is fixed by the element sequence alone:
+/// elements [k*segment, (k+1)*segment) of the run fold into partial k on
+/// the device, by 256 lanes each folding every 256th element in order,
+/// the lanes then combined in a fixed binary tree (detail/reduce.hpp); the
+/// host combines the partials in a fixed pairwise tree over their index
+/// and then init with it, left to right (detail::Folding, result.hpp), when
+/// the result is asked for. Every policy, depth, grain and executor, and
+/// the host backend, therefore gives the same bits for the same input, as
+/// long as chunks are whole segments: the chunk size must be a multiple of
+/// `segment` (a config_error says so otherwise). Only the partials (one T
+/// per segment) cross back. T must be trivially copyable.
+///
+/// Accuracy of a float sum: each element takes part in at most
+/// segment/256 - 1 lane additions, 8 tree levels and 2 log2(partials) + 1
+/// on the host, so to first order |result - exact| <= (segment/256 + 8 +
+/// 2 log2(partials)) * 2^-24 * (|init| + sum |x|): 104 x 2^-24 of the
+/// absolute sum for 4 GiB of float at the default segment.
+template <class T, class Op>
+struct Reduce {
+  T init{};
+  Op op{};
+  std::size_t segment = default_reduce_segment;  ///< elements per device partial
+};
+
+/// Per-chunk record stage: for each chunk, `fn` is called on the host as a
+/// ChunkFn is, with a context whose one output is a span of one R (device
+/// memory on the CUDA backend) that holds `init` when fn is called; fn adds
+/// the chunk into it, launching on ctx.stream (the CUDA backend) or
+/// computing on the host (ctx.backend == Backend::host). The run's output
+/// is one R per chunk, in chunk order. Must be the last stage. R must be
+/// trivially copyable.
+template <class F, class R>
+struct PerChunk {
+  R init{};
+  F fn{};
+};
+
+/// Accumulating stage: a PerChunk whose records are merged, on the host,
+/// in chunk order: the result starts as `identity` and
+/// `merge(result, record)` (host-callable, result by reference) folds each
+/// chunk's record into it. Each chunk's record also starts as `identity`.
+/// The result is independent of the schedule for a given chunk size; it is
+/// independent of the chunk size too when merging is exact (integer counts,
+/// min and max), not for floating-point sums (use Reduce).
+template <class F, class R, class Merge>
+struct Accumulate {
+  R identity{};
+  F fn{};
+  Merge merge{};
+};
+
 /// Map<F> from a functor: chunkpipe::map(Fma{2.f, 1.f}).
 template <class F>
 Map<F> map(F fn) {
@@ -73,6 +140,26 @@ Map<F> map(F fn) {
 template <class... Out, class F>
 ChunkFn<F, Out...> chunk_fn(F fn) {
   return ChunkFn<F, Out...>{std::move(fn)};
+}
+
+/// Reduce<T, Op> from an initial value and an operator:
+/// chunkpipe::reduce(0.0f, Plus{}), or with a segment size of its own.
+template <class T, class Op>
+Reduce<T, Op> reduce(T init, Op op, std::size_t segment = default_reduce_segment) {
+  return Reduce<T, Op>{std::move(init), std::move(op), segment};
+}
+
+/// PerChunk<F, R> from the record each chunk starts with and the functor.
+template <class R, class F>
+PerChunk<F, R> per_chunk(R init, F fn) {
+  return PerChunk<F, R>{std::move(init), std::move(fn)};
+}
+
+/// Accumulate<F, R, Merge> from the identity, the per-chunk functor and
+/// the merge.
+template <class R, class F, class Merge>
+Accumulate<F, R, Merge> accumulate(R identity, F fn, Merge merge) {
+  return Accumulate<F, R, Merge>{std::move(identity), std::move(fn), std::move(merge)};
 }
 
 /// Where a ChunkFn runs.
@@ -139,6 +226,65 @@ struct stage_io<ChunkFn<F, O...>, types<T...>> {
   static constexpr bool in_place = sizeof...(O) == 0;
   static constexpr bool elementwise = false;
 };
+
+template <class T, class Op, class... I>
+struct stage_io<Reduce<T, Op>, types<I...>> {
+  static_assert(sizeof...(I) == 1, "chunkpipe::Reduce folds one input; put a Map before it to combine several");
+  static_assert(std::is_trivially_copyable_v<T>, "chunkpipe::Reduce: the value type must be trivially copyable");
+  static_assert(std::is_trivially_copyable_v<Op>, "chunkpipe::Reduce: the operator must be trivially copyable");
+  using in = types<I...>;
+  using out = types<T>;
+  static constexpr bool in_place = false;
+  static constexpr bool elementwise = false;
+};
+
+template <class F, class R, class... I>
+struct stage_io<PerChunk<F, R>, types<I...>> {
+  static_assert(std::is_trivially_copyable_v<R>, "chunkpipe::PerChunk: the record type must be trivially copyable");
+  using in = types<I...>;
+  using out = types<R>;
+  static constexpr bool in_place = false;
+  static constexpr bool elementwise = false;
+};
+
+template <class F, class R, class Merge, class... I>
+struct stage_io<Accumulate<F, R, Merge>, types<I...>> : stage_io<PerChunk<F, R>, types<I...>> {};
+
+/// How a stage's outputs relate to its inputs: element for element, one
+/// record per segment of the run (Reduce), or one per chunk.
+enum class Records : std::uint8_t { per_element, per_segment, per_chunk };
+
+template <class Stage>
+struct records_of : std::integral_constant<Records, Records::per_element> {};
+template <class T, class Op>
+struct records_of<Reduce<T, Op>> : std::integral_constant<Records, Records::per_segment> {};
+template <class F, class R>
+struct records_of<PerChunk<F, R>> : std::integral_constant<Records, Records::per_chunk> {};
+template <class F, class R, class Merge>
+struct records_of<Accumulate<F, R, Merge>> : std::integral_constant<Records, Records::per_chunk> {};
+
+/// Whether a stage's records are folded into one result (Reduce,
+/// Accumulate), which run(in) returns, rather than written to outputs.
+template <class Stage>
+struct folds : std::false_type {};
+template <class T, class Op>
+struct folds<Reduce<T, Op>> : std::true_type {};
+template <class F, class R, class Merge>
+struct folds<Accumulate<F, R, Merge>> : std::true_type {};
+
+/// Output records of `count` elements (the stage's input for one chunk):
+/// `count` itself for element-wise stages.
+template <class Stage>
+std::size_t stage_records(const Stage& stage, std::size_t count) noexcept {
+  if constexpr (records_of<Stage>::value == Records::per_segment) {
+    return (count + stage.segment - 1) / stage.segment;
+  } else if constexpr (records_of<Stage>::value == Records::per_chunk) {
+    return count == 0 ? 0 : 1;
+  } else {
+    (void)stage;
+    return count;
+  }
+}
 
 /// Input and output types of every stage, for inputs `In`.
 template <class In, class... Stages>

@@ -81,6 +81,26 @@ TEST_CASE("a deep stage_streams pipeline costs fill + N x slowest + drain", "[si
   }
 }
 
+TEST_CASE("a reduction's copies out carry its records, so only the copy in bounds it", "[simulate]") {
+  // 4 MB chunks in at 4 GB/s (1 ms), kernel 0.5 ms; out at 2 GB/s would
+  // take 2 ms per chunk for element-wise outputs, and 4 bytes per segment
+  // of 10000 elements take 0.2 us.
+  const std::size_t n = 20;
+  Workload w = chunks_of_4mb(n, 0.5);
+  w.out_per_record = 10000;
+  const Report r = simulate(Policy::stage_streams, 3, w, ideal(4.0, 2.0));
+  CHECK(r.bytes_out == n * 100 * 4);
+  CHECK(find(r, 3, OpKind::d2h).bytes == 100 * 4);
+  CHECK(near(makespan_ms(r), n * 1.0 + 0.5 + 400.0 / 2e6, 1e-6));
+  // Per-chunk records: one per chunk, with a short last chunk too.
+  w.elems -= 1234;
+  w.out_per_record = w.chunk_elems;
+  w.out_bytes_per_elem = 1024;
+  const Report c = simulate(Policy::stage_streams, 3, w, ideal(4.0, 2.0));
+  CHECK(c.bytes_out == n * 1024);
+  CHECK(find(c, n - 1, OpKind::d2h).bytes == 1024);
+}
+
 TEST_CASE("two slots on two streams cost half the serial chain, not the slowest stage", "[simulate]") {
   // The lesson's failed prediction 2: with balanced stages of t, the double
   // buffer does not reach floor + two edges; each stream runs its own chunks

@@ -15,6 +15,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -56,6 +57,51 @@ inline int host_threads_for(const Options& o) {
   return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
 }
 
+/// Pinned buffers for the records of folding runs (a Reduce's partials,
+/// an Accumulate's per-chunk states), reused: pinning costs far more than
+/// a run of small records, and a stream of runs needs one each. A buffer
+/// returns when both its run and its result have let go of it, so it may
+/// outlive the pipeline. Sizes are powers of two, so a stream of similar
+/// runs reuses the same few.
+class RecordPool {
+ public:
+  /// Owner and address of at least `bytes` of pinned memory (none for 0).
+  /// Throws cuda_error if pinning fails.
+  std::pair<std::shared_ptr<void>, void*> get(std::size_t bytes) {
+    if (bytes == 0) return {nullptr, nullptr};
+    std::size_t size = 4096;
+    while (size < bytes) size *= 2;
+    PinnedBuffer b;
+    {
+      std::lock_guard<std::mutex> lock(shared_->mutex);
+      auto& free = shared_->free;
+      for (auto it = free.begin(); it != free.end(); ++it) {
+        if (it->size() == size) {
+          b = std::move(*it);
+          free.erase(it);
+          break;
+        }
+      }
+    }
+    if (b.size() == 0) b = PinnedBuffer(size);
+    void* at = b.data();
+    auto held = std::make_shared<PinnedBuffer>(std::move(b));
+    std::shared_ptr<void> owner(at, [shared = shared_, held](void*) mutable {
+      std::lock_guard<std::mutex> lock(shared->mutex);
+      if (shared->free.size() < kept) shared->free.push_back(std::move(*held));
+    });
+    return {std::move(owner), at};
+  }
+
+ private:
+  static constexpr std::size_t kept = 64;  // free buffers kept for reuse
+  struct Shared {
+    std::mutex mutex;
+    std::vector<PinnedBuffer> free;
+  };
+  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+};
+
 template <class... Stages>
 class CudaRunner {
  public:
@@ -87,6 +133,27 @@ class CudaRunner {
   template <class In, class Out>
   RunTicket start(In&& in, Out&& out, const After& order) {
     return start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)), ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order);
+  }
+
+  /// Queues a run of a pipeline whose last stage folds (Reduce,
+  /// Accumulate) and returns the ticket of its result; see
+  /// ChunkedPipeline::run_async(in).
+  template <class In>
+  auto start_fold(In&& in, const After& order) {
+    using Traits = fold_traits<typename PipelineFront<Stages...>::last_stage>;
+    using R = typename Traits::result;
+    auto ins = ::chunkpipe::detail::as_inputs(std::forward<In>(in));
+    const std::size_t n = ::chunkpipe::detail::input_length(ins);
+    auto folding = Traits::make(std::get<sizeof...(Stages) - 1>(front_.stages()));
+    std::shared_ptr<void> keep;
+    auto outs = ::chunkpipe::detail::folding_outputs(folding, n, front_.records_for(n), [&](std::size_t bytes) {
+      auto got = records_.get(bytes);
+      keep = got.first;
+      return got;
+    });
+    RunTicket ticket = outs.ranges ? start_impl(std::move(ins), std::move(*outs.ranges), order, std::move(keep))
+                                   : start_impl(std::move(ins), std::move(*outs.sink), order, nullptr);
+    return ResultTicket<R, RunTicket>(std::move(ticket), std::move(folding));
   }
 
   /// Waits for every run queued so far, ignoring their errors (their
@@ -174,11 +241,13 @@ class CudaRunner {
     return d;
   }
 
+  // `keep`: storage the run's outputs point into (a folding run's
+  // records), held until the run is released.
   template <class InSide, class OutSide>
-  RunTicket start_impl(InSide ins, OutSide outs, const After& order) {
+  RunTicket start_impl(InSide ins, OutSide outs, const After& order, std::shared_ptr<void> keep = nullptr) {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
-    const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs);
+    const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.per_record());
     std::lock_guard<std::mutex> lock(submit_mutex_);
     if (health_->broken) {
       throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
@@ -197,8 +266,10 @@ class CudaRunner {
       }
       return mode != Staging::direct;
     };
-    auto ends = std::make_shared<const Endpoints>(
-        ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged));
+    Endpoints made = ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged);
+    made.per_record = front_.per_record();
+    made.keep = std::move(keep);
+    auto ends = std::make_shared<const Endpoints>(std::move(made));
     RunRanges ranges(*ends);
     ::chunkpipe::detail::check_run_ranges(ranges);
     std::vector<const RunState*> exempt;
@@ -426,7 +497,7 @@ class CudaRunner {
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
       SlotLayout layout = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
-                                                                g.chunk_elems, g.depth);
+                                                                g.chunk_elems, g.depth, front_.unit_records());
       ensure_device_arena(layout);
       layout_ = std::move(layout);
       flow_ = &flow;
@@ -511,6 +582,7 @@ class CudaRunner {
   int device_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::shared_ptr<EventPool> pool_ = std::make_shared<EventPool>();
+  RecordPool records_;
   LinkModel link_;
 
   // Guarded by submit_mutex_: what run_async() reads and writes.

@@ -43,13 +43,47 @@ class PipelineFront {
 
  public:
   static constexpr std::size_t stage_count = sizeof...(Stages);
+  using last_stage = std::tuple_element_t<stage_count - 1, std::tuple<Stages...>>;
+  /// How the last stage's outputs relate to the run's elements.
+  static constexpr Records records = records_of<last_stage>::value;
+  /// Whether run(in) returns one folded result (Reduce, Accumulate).
+  static constexpr bool folds_result = folds<last_stage>::value;
   static constexpr bool all_elementwise = (is_elementwise<Stages>::value && ...);
+  /// Whether no stage can see chunk boundaries, so the unit may differ from
+  /// the window: Map stages, ending in a Reduce or not (its result depends
+  /// on the fixed segments only).
+  static constexpr bool grain_free =
+      ((is_elementwise<Stages>::value || records_of<Stages>::value == Records::per_segment) && ...);
 
+ private:
+  static constexpr std::size_t record_stages = ((records_of<Stages>::value != Records::per_element ? 1 : 0) + ...);
+  static_assert(record_stages == 0 || (record_stages == 1 && records != Records::per_element),
+                "chunkpipe: Reduce, Accumulate and PerChunk emit records, not elements: such a stage must be the "
+                "last of the pipeline, and there can be only one");
+
+ public:
   PipelineFront(Target target, Options options, Stages... stages)
       : target_(target),
         options_(validated(options)),
-        geometry_(::chunkpipe::detail::resolve_geometry(options_, all_elementwise, target)),
+        segment_(segment_of(stages...)),
+        geometry_(::chunkpipe::detail::resolve_geometry(options_, grain_free, target, segment_)),
         stages_(std::move(stages)...) {}
+
+  /// Input elements per output record (Endpoints::per_record): 1 for an
+  /// element-wise last stage, a Reduce's segment, the unit for per-chunk
+  /// records.
+  std::size_t per_record() const noexcept {
+    if constexpr (records == Records::per_segment) return segment_;
+    if constexpr (records == Records::per_chunk) return geometry_.chunk_elems;
+    return 1;
+  }
+  /// Output records of a run of `elems` elements.
+  std::size_t records_for(std::size_t elems) const noexcept {
+    const std::size_t per = per_record();
+    return (elems + per - 1) / per;
+  }
+  /// Records one full unit makes: the capacity of the last stage's slot arrays.
+  std::size_t unit_records() const noexcept { return records_for(geometry_.chunk_elems); }
 
   /// The options the pipeline was built with.
   const Options& options() const noexcept { return options_; }
@@ -100,9 +134,22 @@ class PipelineFront {
     ::chunkpipe::detail::validate_options(o);
     return o;
   }
+  // A Reduce's segment (1 without one). Throws config_error for 0.
+  static std::size_t segment_of(const Stages&... stages) {
+    std::size_t m = 1;
+    auto one = [&](const auto& st) {
+      if constexpr (records_of<std::decay_t<decltype(st)>>::value == Records::per_segment) {
+        if (st.segment == 0) throw config_error("chunkpipe: a Reduce's segment must be at least 1 element (got 0)");
+        m = st.segment;
+      }
+    };
+    (one(stages), ...);
+    return m;
+  }
 
   Target target_;
   Options options_;
+  std::size_t segment_;
   Geometry geometry_;
   std::tuple<Stages...> stages_;
 };

@@ -20,6 +20,7 @@
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/reduce.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <atomic>
@@ -260,6 +261,34 @@ class HostExecutor {
                      std::size_t count) {
     ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, {}, Backend::host};
     stage.fn(ctx);
+  }
+
+  template <class T, class Op, class I>
+  static void invoke(Reduce<T, Op>& stage, const std::tuple<::cuda::std::span<I>>& ins,
+                     const std::tuple<::cuda::std::span<T>>& outs, std::size_t, std::size_t, std::size_t count) {
+    ::chunkpipe::detail::fold_segments<T>(stage.op, std::get<0>(ins).data(), count, stage.segment,
+                                          std::get<0>(outs).data());
+  }
+
+  template <class F, class R, class... I>
+  static void invoke_record(F& fn, const R& init, const std::tuple<::cuda::std::span<I>...>& ins,
+                            const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                            std::size_t count) {
+    std::get<0>(outs)[0] = init;
+    ChunkContext<types<I...>, types<R>> ctx{ins, outs, chunk, offset, count, {}, Backend::host};
+    fn(ctx);
+  }
+  template <class F, class R, class... I>
+  static void invoke(PerChunk<F, R>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                     std::size_t count) {
+    HostExecutor::invoke_record(stage.fn, stage.init, ins, outs, chunk, offset, count);
+  }
+  template <class F, class R, class Merge, class... I>
+  static void invoke(Accumulate<F, R, Merge>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                     const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                     std::size_t count) {
+    HostExecutor::invoke_record(stage.fn, stage.identity, ins, outs, chunk, offset, count);
   }
 
   std::tuple<Stages...>* stages_;

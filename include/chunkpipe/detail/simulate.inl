@@ -126,7 +126,10 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   report.chunks = plan.chunks;
   report.elems = by_run ? run_elems_total : work.elems;
   report.bytes_in = report.elems * work.in_bytes_per_elem;
-  report.bytes_out = report.elems * work.out_bytes_per_elem;
+  // Outputs are records: one per out_per_record elements of a chunk.
+  const std::size_t per = work.out_per_record == 0 ? 1 : work.out_per_record;
+  auto out_bytes = [&](std::size_t elems) { return (elems + per - 1) / per * work.out_bytes_per_elem; };
+  report.bytes_out = 0;  // summed over the copies out below
   report.queues = plan.queues;
   report.link = link;
   report.ops.resize(n);
@@ -153,7 +156,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
     switch (op.kind) {
       case OpKind::h2d:
       case OpKind::d2h:
-        t.bytes = elems * (op.kind == OpKind::h2d ? work.in_bytes_per_elem : work.out_bytes_per_elem);
+        t.bytes = op.kind == OpKind::h2d ? elems * work.in_bytes_per_elem : out_bytes(elems);
         resource[i] = (op.kind == OpKind::h2d || one_engine) ? h2d_engine : d2h_engine;
         fixed_ms[i] = overhead + link.latency_us * 1e-3;
         transfer_bytes[i] = static_cast<double>(t.bytes);
@@ -164,12 +167,13 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
         break;
       case OpKind::host_in:
       case OpKind::host_out:
-        t.bytes = elems * (op.kind == OpKind::host_in ? work.in_bytes_per_elem : work.out_bytes_per_elem);
+        t.bytes = op.kind == OpKind::host_in ? elems * work.in_bytes_per_elem : out_bytes(elems);
         resource[i] = first_host + op.queue;
         fixed_ms[i] = elems == 0 ? 0.0 : overhead + static_cast<double>(t.bytes) / (machine.host_copy_gbps * 1e6);
         break;
     }
     if (elems == 0) fixed_ms[i] = 0.0, transfer_bytes[i] = 0.0;
+    if (op.kind == OpKind::d2h) report.bytes_out += t.bytes;
   }
 
   // Happens-before: the previous op on the queue and the waits.

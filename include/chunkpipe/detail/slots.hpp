@@ -34,6 +34,7 @@ struct SlotLayout {
   struct Array {
     std::size_t offset = 0;
     std::size_t elem_size = 0;  ///< 0: this array needs no storage (not staged)
+    std::size_t elems = 0;      ///< capacity: the unit, or the records a unit makes
   };
   std::vector<std::vector<Array>> arrays;  ///< [buffer][array]
   std::vector<bool> pinned;                ///< [buffer] lives in the pinned arena
@@ -58,32 +59,44 @@ struct Flow {
   bool operator!=(const Flow& o) const { return !(*this == o); }
 };
 
+/// Lays out one slot: every array holds `chunk_elems` elements, except the
+/// last stage's outputs (and their pinned copies), which hold `out_records`
+/// (0: chunk_elems; fewer when the last stage emits records, stage.hpp).
 inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t buffers, const Flow& flow,
-                                   std::size_t chunk_elems, int depth) {
+                                   std::size_t chunk_elems, int depth, std::size_t out_records = 0) {
   SlotLayout l;
   l.arrays.resize(buffers);
   l.pinned.assign(buffers, false);
   l.chunk_elems = chunk_elems;
   l.depth = depth;
-  auto sized = [](const std::vector<std::size_t>& sizes) {
+  const std::size_t last_stage = flow.stage_out.size() - 1;
+  const std::size_t records = out_records == 0 ? chunk_elems : out_records;
+  auto sized = [](const std::vector<std::size_t>& sizes, std::size_t elems) {
     std::vector<SlotLayout::Array> a(sizes.size());
-    for (std::size_t i = 0; i < sizes.size(); ++i) a[i].elem_size = sizes[i];
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      a[i].elem_size = sizes[i];
+      a[i].elems = elems;
+    }
     return a;
   };
   for (const Step& s : steps) {
     switch (s.kind) {
       case OpKind::host_in:
-        l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes);
+        l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, chunk_elems);
         l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
         break;
-      case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes); break;
-      case OpKind::stage:
+      case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, chunk_elems); break;
+      case OpKind::stage: {
+        const auto stage = static_cast<std::size_t>(s.stage);
+        // An in-place stage writes the buffer it reads: keep its size.
+        if (!s.reads.empty() && s.reads[0] == s.writes[0]) break;
         l.arrays[static_cast<std::size_t>(s.writes[0])] =
-            sized(flow.stage_out[static_cast<std::size_t>(s.stage)]);
+            sized(flow.stage_out[stage], stage == last_stage ? records : chunk_elems);
         break;
+      }
       case OpKind::d2h:
         if (!s.writes.empty()) {
-          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes);
+          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes, records);
           l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
         }
         break;
@@ -95,7 +108,7 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
     for (SlotLayout::Array& a : l.arrays[b]) {
       if (a.elem_size == 0) continue;
       a.offset = bytes;
-      bytes += align_up(a.elem_size * chunk_elems, slot_alignment);
+      bytes += align_up(a.elem_size * a.elems, slot_alignment);
     }
   }
   return l;
@@ -121,6 +134,13 @@ struct Endpoints {
   };
   std::vector<In> in;
   std::vector<Out> out;
+  /// Input elements per output record: 1 when the last stage is element-
+  /// wise, a Reduce's segment, the unit for a per-chunk stage. Outputs are
+  /// then indexed, sized and handed to Sinks in records.
+  std::size_t per_record = 1;
+  /// Storage the outputs point into that the run owns (a folding run's
+  /// records): kept alive until the run lets go of its endpoints.
+  std::shared_ptr<void> keep;
   std::function<void()> finish;  ///< after a run that succeeded (a Sink's finish())
   std::function<void()> abort;   ///< after a run that failed (a Sink's abort())
 };
@@ -146,12 +166,29 @@ struct SlotMemory {
   }
 };
 
+/// Output records of a chunk's elements [offset, offset + count): chunks
+/// start on whole records (the unit is a multiple of per_record).
+struct RecordRange {
+  std::size_t offset = 0;
+  std::size_t count = 0;
+};
+inline RecordRange records_of_chunk(const Endpoints& ends, std::size_t offset, std::size_t count) noexcept {
+  const std::size_t per = ends.per_record;
+  if (per == 1) return {offset, count};
+  return {offset / per, (count + per - 1) / per};
+}
+
 /// The copies `op` makes for a chunk of `count` elements starting at
 /// element `offset` of the run. Stage ops make none.
 inline void copies_of(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                       std::size_t offset, std::size_t count, std::vector<Copy>& out) {
   out.clear();
   if (count == 0) return;
+  if (op.kind == OpKind::d2h || op.kind == OpKind::host_out) {
+    const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, count);
+    offset = r.offset;
+    count = r.count;
+  }
   switch (op.kind) {
     case OpKind::host_in:
       for (std::size_t i = 0; i < ends.in.size(); ++i) {
@@ -238,9 +275,10 @@ void with_stage_arrays(std::tuple<Stages...>& stages, const SlotMemory& mem, con
   using ios = typename chain<In, Stages...>::ios;
   ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
     using io = std::tuple_element_t<decltype(I)::value, ios>;
-    f(std::get<decltype(I)::value>(stages),
-      ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{}),
-      ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, count, typename io::out{}));
+    auto& stage = std::get<decltype(I)::value>(stages);
+    f(stage, ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{}),
+      ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, ::chunkpipe::detail::stage_records(stage, count),
+                                        typename io::out{}));
   });
 }
 
@@ -323,17 +361,20 @@ std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, c
     for (std::size_t i = 0; i < ends.in.size(); ++i) {
       if (!ends.in[i].produce) continue;
       produced = ends.in[i].produce(run_chunk, mem.array(step.writes[0], i, op.slot), count);
+      const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, produced);
       for (std::size_t o = 0; o < ends.out.size(); ++o) {
         const auto& e = ends.out[o];
-        if (!e.consume && offset + produced > e.size) {
+        if (!e.consume && r.offset + r.count > e.size) {
           throw pipeline_error("chunkpipe: the source produced more than the " + std::to_string(e.size) +
-                               " elements output " + std::to_string(o) + " holds");
+                               (ends.per_record == 1 ? " elements" : " records") + " output " + std::to_string(o) +
+                               " holds");
         }
       }
     }
   } else {
+    const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, count);
     for (std::size_t o = 0; o < ends.out.size(); ++o) {
-      if (ends.out[o].consume) ends.out[o].consume(run_chunk, offset, mem.array(step.reads[0], o, op.slot), count);
+      if (ends.out[o].consume) ends.out[o].consume(run_chunk, r.offset, mem.array(step.reads[0], o, op.slot), r.count);
     }
   }
   ::chunkpipe::detail::copies_of(op, step, mem, ends, offset, produced, scratch);

@@ -9,6 +9,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
+#include <chunkpipe/detail/reduce_kernel.cuh>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <cuda/std/span>
@@ -52,9 +53,43 @@ void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>
   CHUNKPIPE_CUDA_TRY(cudaGetLastError());
 }
 
+template <class T, class Op, class I>
+void invoke_stage(Reduce<T, Op>& stage, const std::tuple<::cuda::std::span<I>>& ins,
+                  const std::tuple<::cuda::std::span<T>>& outs, std::size_t, std::size_t, std::size_t count,
+                  cudaStream_t stream) {
+  ::chunkpipe::detail::launch_reduce(stage.op, std::get<0>(ins).data(), count, stage.segment,
+                                     std::get<0>(outs).data(), stream);
+}
+
+// A per-chunk record starts from its initial value, then the functor adds
+// the chunk into it, as a ChunkFn would.
+template <class F, class R, class... I>
+void invoke_record_stage(F& fn, const R& init, const std::tuple<::cuda::std::span<I>...>& ins,
+                         const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                         std::size_t count, cudaStream_t stream) {
+  ::chunkpipe::detail::launch_set_record(std::get<0>(outs).data(), init, stream);
+  ChunkContext<types<I...>, types<R>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream), Backend::cuda};
+  fn(ctx);
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+}
+
+template <class F, class R, class... I>
+void invoke_stage(PerChunk<F, R>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                  const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                  std::size_t count, cudaStream_t stream) {
+  ::chunkpipe::detail::invoke_record_stage(stage.fn, stage.init, ins, outs, chunk, offset, count, stream);
+}
+
+template <class F, class R, class Merge, class... I>
+void invoke_stage(Accumulate<F, R, Merge>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                  const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
+                  std::size_t count, cudaStream_t stream) {
+  ::chunkpipe::detail::invoke_record_stage(stage.fn, stage.identity, ins, outs, chunk, offset, count, stream);
+}
+
 /// Adds stage op `op` to `graph` after `deps`, appending to `nodes` what
-/// later ops must follow. A Map stage becomes kernel nodes; a ChunkFn runs
-/// once, through `capture(launch)`, which must call launch(stream) on a
+/// later ops must follow. A Map stage becomes kernel nodes; any other stage
+/// (ChunkFn, Reduce, a per-chunk record) runs once, through `capture(launch)`, which must call launch(stream) on a
 /// capturing stream and add what was captured (graph_executor.cuh). Throws
 /// what CUDA, the stage or `capture` throws.
 template <class In, class... Stages, class Capture>

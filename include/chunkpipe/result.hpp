@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: MIT
+// Results of pipelines that fold a run into one value (a Reduce or an
+// Accumulate as the last stage, stage.hpp): the ticket run_async(in)
+// returns, and how a run's records become its result. Host-only C++.
+//
+//   auto pipe = chunkpipe::make_pipeline({}, chunkpipe::reduce(0.0f, Plus{}));
+//   float sum = pipe.run(x);                    // blocks
+//   auto ticket = pipe.run_async(y);            // does not
+//   float later = ticket.get();
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/stage.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe {
+
+namespace detail {
+
+/// A run's records and how they fold into its result. A run of known
+/// length has its records copied into `records` (storage the folding
+/// owns) and folds them when the result is first asked for; a Source's
+/// run, whose length nobody knows up front, folds each chunk's records as
+/// they arrive, in chunk order, on a chunkpipe host thread.
+///
+/// Records merge left to right (`pairwise` false: an Accumulate), or in a
+/// fixed pairwise tree over their index (a Reduce): a binary counter in
+/// which records 2k and 2k+1 merge, then pairs of pairs, and so on; the
+/// trees left at the end (one per binary digit of the record count, the
+/// largest first) merge left to right after the start value. A float sum
+/// of m partials then carries about log2(m) roundings rather than m.
+template <class R>
+class Folding {
+ public:
+  Folding(R start, std::function<void(R&, const R&)> merge, bool pairwise = false)
+      : value_(std::move(start)), merge_(std::move(merge)), pairwise_(pairwise) {}
+
+  /// Where a run of known length lands its `count` records.
+  void hold(std::shared_ptr<void> storage, const R* records, std::size_t count) {
+    storage_ = std::move(storage);
+    records_ = records;
+    count_ = count;
+  }
+
+  /// Folds `count` records (a Sink's chunk). Called in chunk order.
+  void add(const R* records, std::size_t count) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!pairwise_) {
+        merge_(value_, records[i]);
+        continue;
+      }
+      stack_.push_back({records[i], 0});
+      // Two trees of one height merge into one a level up, older on the left.
+      while (stack_.size() >= 2 && stack_[stack_.size() - 2].level == stack_.back().level) {
+        Tree right = std::move(stack_.back());
+        stack_.pop_back();
+        merge_(stack_.back().value, right.value);
+        ++stack_.back().level;
+      }
+    }
+  }
+
+  /// The result, folding held records on the first call (then letting go
+  /// of their storage). Only after the run completed. Thread-safe.
+  const R& result() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!done_) {
+      add(records_, count_);
+      for (const Tree& t : stack_) merge_(value_, t.value);
+      stack_.clear();
+      storage_.reset();
+      records_ = nullptr;
+      done_ = true;
+    }
+    return value_;
+  }
+
+ private:
+  std::mutex mutex_;
+  R value_;
+  std::function<void(R&, const R&)> merge_;
+  bool pairwise_;
+  struct Tree {
+    R value;
+    unsigned level;  // it merges 2^level records
+  };
+  std::vector<Tree> stack_;  // pairwise: the trees so far, oldest first
+  std::shared_ptr<void> storage_;
+  const R* records_ = nullptr;
+  std::size_t count_ = 0;
+  bool done_ = false;
+};
+
+/// The result type of a folding stage, and how it starts and merges.
+template <class Stage>
+struct fold_traits;
+template <class T, class Op>
+struct fold_traits<Reduce<T, Op>> {
+  using result = T;
+  static std::shared_ptr<Folding<T>> make(const Reduce<T, Op>& s) {
+    Op op = s.op;
+    return std::make_shared<Folding<T>>(s.init, [op](T& acc, const T& p) { acc = op(acc, p); }, true);
+  }
+};
+template <class F, class R, class Merge>
+struct fold_traits<Accumulate<F, R, Merge>> {
+  using result = R;
+  static std::shared_ptr<Folding<R>> make(const Accumulate<F, R, Merge>& s) {
+    Merge merge = s.merge;
+    return std::make_shared<Folding<R>>(s.identity, [merge](R& acc, const R& p) { merge(acc, p); });
+  }
+};
+
+/// The output side of a folding run: `records` slots of storage from
+/// `alloc(bytes)` (which returns the owner and the address) when the
+/// length is known, or a Sink that folds as chunks arrive when a Source
+/// decides it.
+template <class R, class Alloc>
+auto folding_outputs(const std::shared_ptr<Folding<R>>& folding, std::size_t n, std::size_t records, Alloc&& alloc) {
+  struct Out {
+    std::optional<Outputs<R>> ranges;
+    std::optional<Sink<R, std::function<void(std::size_t, std::size_t, ::cuda::std::span<const R>)>>> sink;
+  };
+  Out out;
+  if (n == unknown_length) {
+    std::shared_ptr<Folding<R>> f = folding;  // the run may outlive every ticket
+    out.sink.emplace(Sink<R, std::function<void(std::size_t, std::size_t, ::cuda::std::span<const R>)>>{
+        [f](std::size_t, std::size_t, ::cuda::std::span<const R> data) { f->add(data.data(), data.size()); }});
+  } else {
+    auto [owner, at] = alloc(records * sizeof(R));
+    R* data = static_cast<R*>(at);
+    folding->hold(std::move(owner), data, records);
+    out.ranges.emplace(::chunkpipe::outputs(HostSpan<R>{data, records, Memory::pinned}));
+  }
+  return out;
+}
+
+}  // namespace detail
+
+/// The ticket of a run that folds into one result. Copyable; every copy
+/// refers to the same run. `Ticket` is the pipeline's own ticket type
+/// (RunTicket on the GPU, HostTicket on the host backend).
+template <class R, class Ticket>
+class ResultTicket {
+ public:
+  ResultTicket() = default;
+  /// For chunkpipe's pipelines.
+  ResultTicket(Ticket ticket, std::shared_ptr<detail::Folding<R>> folding)
+      : ticket_(std::move(ticket)), folding_(std::move(folding)) {}
+
+  /// Blocks until the run is complete and returns its result, folding the
+  /// run's records on the first call (microseconds per thousand records).
+  /// Throws the run's error as Ticket::wait() does, and pipeline_error on a
+  /// ticket that refers to no run.
+  R get() {
+    if (!folding_) throw pipeline_error("chunkpipe: ResultTicket::get() on a ticket of no run");
+    ticket_.wait();
+    return folding_->result();
+  }
+  /// Blocks until the run is complete; throws its error.
+  void wait() { ticket_.wait(); }
+  /// True once the run has finished (or failed). Never blocks.
+  bool ready() const { return ticket_.ready(); }
+  /// The run's own ticket: executor(), report(), after(...) and the rest.
+  const Ticket& ticket() const noexcept { return ticket_; }
+
+ private:
+  Ticket ticket_;
+  std::shared_ptr<detail::Folding<R>> folding_;
+};
+
+}  // namespace chunkpipe
