@@ -150,9 +150,29 @@ class HostPipeline {
   /// registered and direct copy them directly. Blocks; throws config_error
   /// for bad ranges before doing anything, and whatever a stage, source or
   /// sink throws.
-  template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
   void run(In&& in, Out&& out) {
     run_async(std::forward<In>(in), std::forward<Out>(out)).wait();
+  }
+
+  /// For a pipeline whose last stage emits a count (Filter, Emit): runs
+  /// `in` into `out`, packed, and returns how many elements it wrote, as
+  /// ChunkedPipeline::run does. Blocks; throws as run(in, out) does, and
+  /// pipeline_error for an output too short for what was emitted.
+  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  std::size_t run(In&& in, Out&& out) {
+    return run_async(std::forward<In>(in), std::forward<Out>(out)).get();
+  }
+
+  /// Issues such a run; get() on the ticket runs it and says how many
+  /// elements it wrote.
+  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] ResultTicket<std::size_t, HostTicket> run_async(In&& in, Out&& out, const HostAfter& order = {}) {
+    auto packed = std::make_shared<detail::Packed>();
+    HostTicket t = start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), order,
+                         nullptr, packed);
+    return ResultTicket<std::size_t, HostTicket>(std::move(t),
+                                                 std::make_shared<detail::WrittenCount<detail::Packed>>(packed));
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
@@ -189,7 +209,7 @@ class HostPipeline {
   /// a run whose ranges overlap those of a run in flight, where either
   /// writes, throws config_error unless it is ordered after that run with
   /// `after(ticket)`. Throws config_error for bad ranges before issuing.
-  template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
   [[nodiscard]] HostTicket run_async(In&& in, Out&& out, const HostAfter& order = {}) {
     return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), order, nullptr);
   }
@@ -206,17 +226,18 @@ class HostPipeline {
     using in_types = typename detail::side_types<decltype(ins)>::type;
     using out_types = typename detail::side_types<decltype(outs)>::type;
     static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs, engine_->front.per_record());
+    const std::size_t n = detail::validate_run(ins, outs, engine_->front.output_rule());
     auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
     detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    made.per_record = engine_->front.per_record();
+    detail::complete_endpoints(made, engine_->front.per_record(),
+                               Front::counted ? std::make_shared<detail::Packed>() : nullptr, nullptr);
     auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
     std::lock_guard<std::mutex> lock(engine_->mutex);
     Engine& e = *engine_;
     const std::size_t chunk = geometry().chunk_elems;
     const detail::SlotLayout layout = detail::make_slot_layout(
         plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
-        e.front.unit_records());
+        detail::OutShape{e.front.unit_records(), Front::counted, 0});
     detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
     exec.reset(plan.steps, plan.queues.size(), layout);
     auto run = std::make_shared<detail::HostRun>();
@@ -255,17 +276,18 @@ class HostPipeline {
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records).
   template <class InSide, class OutSide>
-  HostTicket start(InSide ins, OutSide outs, const HostAfter& order, std::shared_ptr<void> keep) {
+  HostTicket start(InSide ins, OutSide outs, const HostAfter& order, std::shared_ptr<void> keep,
+                   std::shared_ptr<detail::Packed> packed = nullptr) {
     using in_types = typename detail::side_types<InSide>::type;
     using out_types = typename detail::side_types<OutSide>::type;
     static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs, engine_->front.per_record());
+    const std::size_t n = detail::validate_run(ins, outs, engine_->front.output_rule());
     const Staging mode = options().staging;
     const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
     detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    made.per_record = engine_->front.per_record();
-    made.keep = std::move(keep);
+    if (Front::counted && !packed) packed = std::make_shared<detail::Packed>();
+    detail::complete_endpoints(made, engine_->front.per_record(), std::move(packed), std::move(keep));
     auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
     detail::RunRanges ranges(*ends);
     detail::check_run_ranges(ranges);
@@ -327,7 +349,7 @@ class HostPipeline {
       const PlanBuilder& b = driver->builder();
       exec.reset(b.steps(), b.queues().size(),
                  detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
-                                          front.unit_records()));
+                                          detail::OutShape{front.unit_records(), Front::counted, 0}));
       flow = &f;
       runs.clear();
     }

@@ -267,20 +267,25 @@ std::size_t input_length(const Source<T, F>&) {
 /// Checks output ranges against the run's length (unknown_length: only
 /// that none is null with a size). With `per_record` > 1 the last stage
 /// emits one record per that many input elements, and outputs must hold
-/// the records. Throws config_error naming the first problem: a null
+/// the records; with 0 it emits a count only the device knows, and
+/// outputs may have any length. Throws config_error naming the first problem: a null
 /// pointer with a non-zero length, an output shorter than the inputs (or
 /// than the records).
 template <class... U>
 void check_outputs(const Outputs<U...>& out, std::size_t n, std::size_t per_record = 1) {
   std::string problem;
   std::size_t index = 0;
-  const std::size_t need = n == unknown_length || per_record <= 1 ? n : (n + per_record - 1) / per_record;
+  // per_record 0: the device decides how many elements come out (a
+  // Filter), and any length will do; the run says when one was too short.
+  const std::size_t need = per_record == 0 ? 0
+                           : n == unknown_length || per_record == 1 ? n
+                                                                    : (n + per_record - 1) / per_record;
   auto check = [&](const auto& s) {
     if (problem.empty()) {
       if (s.data == nullptr && s.size != 0) {
         problem = "output " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
                   " elements";
-      } else if (n != unknown_length && s.size < need) {
+      } else if (n != unknown_length && per_record != 0 && s.size < need) {
         problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) + " elements, fewer than the " +
                   (per_record <= 1 ? std::to_string(n) + " input elements"
                                    : std::to_string(need) + " records the run makes (one per " +

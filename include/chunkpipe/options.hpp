@@ -61,7 +61,8 @@ struct Options {
   int depth = default_depth;
   /// Which schedule to build (plan.hpp).
   Policy policy = Policy::automatic;
-  /// Scheduling grain for pipelines whose stages are all Map. Element-wise
+  /// Scheduling grain for pipelines whose stages are all Map (or Map stages
+  /// ending in a Reduce or a Filter, which cannot see chunks either). Element-wise
   /// work cannot see chunk boundaries, so the window's memory (depth x
   /// chunk_elems) can be cycled in finer grains: the first copy-in and the
   /// last copy-out, which nothing overlaps, shrink with the grain. 0 lets
@@ -69,7 +70,8 @@ struct Options {
   /// policies at the window; a value applies to stage_streams (and auto),
   /// whose stream count does not grow with the number of slots.
   std::size_t grain_elems = 0;
-  /// Device memory the automatic policy may give a Map-only pipeline on the
+  /// Device memory the automatic policy may give a Map-only pipeline (or
+  /// one ending in a Reduce or a Filter) on the
   /// GPU, in elements per slot buffer (slots x unit). A window smaller than
   /// small_window_elems is host-bound there (every chunk costs its CUDA
   /// calls, about 9 us at 64 KiB on the H200 against 1.2 us of link time),
@@ -141,8 +143,8 @@ inline const char* graph_refusal(const Options& o, bool staged) noexcept {
   if (o.profile) return "profiling times each op with CUDA events on streams";
   if (o.staging == Staging::direct) return "Staging::direct measures plain cudaMemcpyAsync calls, op by op";
   if (staged) {
-    return "the run stages pageable memory or uses a Source or Sink, host work a graph would have to wait for in "
-           "host nodes (tens of us each)";
+    return "the run ends on host threads (it stages pageable memory, uses a Source or Sink, or its last stage "
+           "emits a count only the device knows), work a graph would have to wait for in host nodes (tens of us each)";
   }
   return nullptr;
 }

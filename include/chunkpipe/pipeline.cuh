@@ -60,6 +60,7 @@ namespace chunkpipe {
 template <class... Stages>
 class ChunkedPipeline {
   static constexpr bool folds_ = detail::PipelineFront<Stages...>::folds_result;
+  static constexpr bool counted_ = detail::PipelineFront<Stages...>::counted;
 
  public:
   /// Builds the pipeline with default-constructed stages. Allocates nothing
@@ -87,9 +88,29 @@ class ChunkedPipeline {
   /// anything is queued; on a CUDA failure cuda_error, on a failing stage,
   /// source or sink what it threw, and always only after every stream and
   /// host task of the run has stopped.
-  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
   void run(In&& in, Out&& out) {
     runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}).wait();
+  }
+
+  /// For a pipeline whose last stage emits a count (Filter, Emit): runs
+  /// `in` into `out` and returns how many elements it wrote to each
+  /// output, packed from its start. Only what was emitted crosses back: a
+  /// chunkpipe thread reads each chunk's count once its copy out arrived
+  /// and copies that many, so the GPU never waits for the host. Outputs
+  /// may be shorter than the input; one too short for what was emitted
+  /// gets nothing past its end, and the run throws pipeline_error saying
+  /// how many elements were needed. Blocks; throws as below.
+  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  std::size_t run(In&& in, Out&& out) {
+    return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), After{}).get();
+  }
+
+  /// Queues such a run; get() on the ticket waits and says how many
+  /// elements it wrote.
+  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] ResultTicket<std::size_t, RunTicket> run_async(In&& in, Out&& out, const After& order = {}) {
+    return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), order);
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
@@ -140,7 +161,7 @@ class ChunkedPipeline {
   /// first run allocates the slots (and the first staged run the pinned
   /// ones); a run whose element types lay the slots out differently from
   /// the run before waits for the runs in flight first.
-  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
   [[nodiscard]] RunTicket run_async(In&& in, Out&& out, const After& order = {}) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), order);
   }

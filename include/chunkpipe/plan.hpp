@@ -78,6 +78,11 @@ struct PlanShape {
   /// copy, direct and through a pinned slot. A pipeline's lifetime schedule
   /// is built this way, since one run may be pinned and the next pageable.
   bool per_run_staging = false;
+  /// The last stage emits a count the device decides (a Filter): its
+  /// copy out (d2h) moves only that count, to the slot's pinned buffer,
+  /// and the host-out op that reads it copies out what was emitted, from
+  /// the device buffer, so it reads that buffer too. Every run stages out.
+  bool variable_out = false;
 };
 
 /// One queue of a plan.

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Results of pipelines that fold a run into one value (a Reduce or an
-// Accumulate as the last stage, stage.hpp): the ticket run_async(in)
-// returns, and how a run's records become its result. Host-only C++.
+// Accumulate as the last stage, stage.hpp), or whose last stage emits a
+// count (Filter, Emit): the ticket run_async returns, and how a run's
+// records become its result. Host-only C++.
 //
 //   auto pipe = chunkpipe::make_pipeline({}, chunkpipe::reduce(0.0f, Plus{}));
 //   float sum = pipe.run(x);                    // blocks
@@ -38,7 +39,19 @@ namespace detail {
 /// largest first) merge left to right after the start value. A float sum
 /// of m partials then carries about log2(m) roundings rather than m.
 template <class R>
-class Folding {
+class Folding;
+
+/// What a ResultTicket returns once its run is complete.
+template <class R>
+class ResultOf {
+ public:
+  virtual ~ResultOf() = default;
+  /// Only after the run completed. Thread-safe.
+  virtual R result() = 0;
+};
+
+template <class R>
+class Folding final : public ResultOf<R> {
  public:
   Folding(R start, std::function<void(R&, const R&)> merge, bool pairwise = false)
       : value_(std::move(start)), merge_(std::move(merge)), pairwise_(pairwise) {}
@@ -70,7 +83,7 @@ class Folding {
 
   /// The result, folding held records on the first call (then letting go
   /// of their storage). Only after the run completed. Thread-safe.
-  const R& result() {
+  R result() override {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!done_) {
       add(records_, count_);
@@ -97,6 +110,18 @@ class Folding {
   const R* records_ = nullptr;
   std::size_t count_ = 0;
   bool done_ = false;
+};
+
+/// How many elements a run whose last stage emits a count (Filter, Emit)
+/// wrote to its outputs. `Counter` has `written`.
+template <class Counter>
+class WrittenCount final : public ResultOf<std::size_t> {
+ public:
+  explicit WrittenCount(std::shared_ptr<Counter> c) : c_(std::move(c)) {}
+  std::size_t result() override { return c_->written; }
+
+ private:
+  std::shared_ptr<Counter> c_;
 };
 
 /// The result type of a folding stage, and how it starts and merges.
@@ -153,13 +178,14 @@ class ResultTicket {
  public:
   ResultTicket() = default;
   /// For chunkpipe's pipelines.
-  ResultTicket(Ticket ticket, std::shared_ptr<detail::Folding<R>> folding)
+  ResultTicket(Ticket ticket, std::shared_ptr<detail::ResultOf<R>> folding)
       : ticket_(std::move(ticket)), folding_(std::move(folding)) {}
 
-  /// Blocks until the run is complete and returns its result, folding the
-  /// run's records on the first call (microseconds per thousand records).
-  /// Throws the run's error as Ticket::wait() does, and pipeline_error on a
-  /// ticket that refers to no run.
+  /// Blocks until the run is complete and returns its result: a folding
+  /// run's, folding its records on the first call (microseconds per
+  /// thousand records), or the elements a Filter or Emit run wrote. Throws
+  /// the run's error as Ticket::wait() does, and pipeline_error on a ticket
+  /// that refers to no run.
   R get() {
     if (!folding_) throw pipeline_error("chunkpipe: ResultTicket::get() on a ticket of no run");
     ticket_.wait();
@@ -174,7 +200,7 @@ class ResultTicket {
 
  private:
   Ticket ticket_;
-  std::shared_ptr<detail::Folding<R>> folding_;
+  std::shared_ptr<detail::ResultOf<R>> folding_;
 };
 
 }  // namespace chunkpipe

@@ -292,7 +292,9 @@ inline void RunState::build_report() {
   report.bytes_in = report.bytes_out = 0;
   if (ends) {
     for (const auto& e : ends->in) report.bytes_in += elems * e.elem_size;
-    const std::size_t records = (elems + ends->per_record - 1) / ends->per_record;  // outputs hold records
+    // Outputs hold records, or what a counted stage emitted.
+    const std::size_t records =
+        ends->packed ? ends->packed->emitted : (elems + ends->per_record - 1) / ends->per_record;
     for (const auto& e : ends->out) report.bytes_out += records * e.elem_size;
   }
 }

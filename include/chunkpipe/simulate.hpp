@@ -46,11 +46,17 @@ struct Workload {
   std::size_t chunk_elems = 0;        ///< elements per chunk; the last may be short
   std::size_t in_bytes_per_elem = 4;  ///< over all inputs (saxpy's x and y: 8)
   std::size_t out_bytes_per_elem = 4; ///< over all outputs, per output record
+  std::vector<double> stage_ns_per_elem;  ///< kernel time per element, one per stage
   /// Input elements per output record: 1 for element-wise stages; a
   /// Reduce's segment, or chunk_elems for a per-chunk stage, whose copies
   /// out carry only ceil(elems / out_per_record) records.
   std::size_t out_per_record = 1;
-  std::vector<double> stage_ns_per_elem;  ///< kernel time per element, one per stage
+  /// For a plan whose last stage emits a count (PlanShape::variable_out,
+  /// a Filter): the share of elements it keeps, 0 to 1. Its host-out ops
+  /// then wait for a DMA of that many elements at the link's D2H rate (as
+  /// into a pinned output; the DMA's share of the link with copies in is
+  /// not modelled), and its copies out carry only the count.
+  double out_kept = 1.0;
 };
 
 /// Predicts how `plan` runs `work` on `machine`.

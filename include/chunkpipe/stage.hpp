@@ -14,10 +14,13 @@
 //   chunkpipe::reduce(0.f, Plus{})   the whole run folded into one value
 //   chunkpipe::accumulate(Hist{}, fill, merge)  a State per chunk, merged in order
 //   chunkpipe::per_chunk(Hist{}, fill)          a State per chunk, all returned
+//   chunkpipe::filter(IsError{})     the elements a predicate keeps, packed
+//   chunkpipe::emit<Rec>(parse)      a chunk in, up to as many elements out
 //
 // Reduce, Accumulate and PerChunk emit records, not elements: one per
-// segment of the run (Reduce) or one per chunk (the others). Such a stage
-// must be the last; only its records cross back over the link.
+// segment of the run (Reduce) or one per chunk (the others). Filter and
+// Emit emit a count the GPU decides. Such a stage must be the last; only
+// what it emits crosses back over the link.
 //
 // Element types flow from the run's inputs through the stages: a Map's
 // outputs are what its functor returns (a ::cuda::std::tuple for several),
@@ -130,6 +133,27 @@ struct Accumulate {
   Merge merge{};
 };
 
+/// Filtering stage: keeps the elements of its one input for which
+/// `pred(x)` (a __device__ or CHUNKPIPE_HOST_DEVICE predicate) is true, in
+/// order (cub::DeviceSelect on the GPU). Must be the last stage. Its count
+/// stays on the device until a chunkpipe host thread reads it and copies
+/// out exactly what was kept, packed: run(in, out) returns how many
+/// elements it wrote. Pred must be trivially copyable.
+template <class Pred>
+struct Filter {
+  Pred pred{};
+};
+
+/// Emitting stage: a ChunkFn that writes up to ctx.count elements to each
+/// of its outputs (of types Out...) and stores how many at ctx.produced
+/// (device memory on the CUDA backend: its own kernel writes it), on
+/// ctx.stream. Must be the last stage; outputs are packed as for a Filter.
+/// Storing more than ctx.count fails the run with pipeline_error.
+template <class F, class... Out>
+struct Emit {
+  F fn{};
+};
+
 /// Map<F> from a functor: chunkpipe::map(Fma{2.f, 1.f}).
 template <class F>
 Map<F> map(F fn) {
@@ -162,6 +186,19 @@ Accumulate<F, R, Merge> accumulate(R identity, F fn, Merge merge) {
   return Accumulate<F, R, Merge>{std::move(identity), std::move(fn), std::move(merge)};
 }
 
+/// Filter<Pred> from a predicate: chunkpipe::filter(IsError{}).
+template <class Pred>
+Filter<Pred> filter(Pred pred) {
+  return Filter<Pred>{std::move(pred)};
+}
+
+/// Emit<F, Out...> from a functor: chunkpipe::emit<Record>(parse).
+template <class... Out, class F>
+Emit<F, Out...> emit(F fn) {
+  static_assert(sizeof...(Out) >= 1, "chunkpipe::emit<Out...>: name the element types it writes");
+  return Emit<F, Out...>{std::move(fn)};
+}
+
 /// Where a ChunkFn runs.
 enum class Backend { cuda, host };
 
@@ -182,6 +219,9 @@ struct ChunkContext<types<I...>, types<O...>> {
   std::size_t count = 0;   ///< its elements (the last chunk may be short)
   ::cuda::stream_ref stream{};  ///< where to launch (CUDA backend)
   Backend backend = Backend::cuda;
+  /// An Emit stage stores here how many elements it wrote to each output
+  /// (device memory on the CUDA backend); null for every other stage.
+  std::size_t* produced = nullptr;
 
   /// Input span I (default: the first).
   template <std::size_t K = 0>
@@ -250,9 +290,28 @@ struct stage_io<PerChunk<F, R>, types<I...>> {
 template <class F, class R, class Merge, class... I>
 struct stage_io<Accumulate<F, R, Merge>, types<I...>> : stage_io<PerChunk<F, R>, types<I...>> {};
 
+template <class Pred, class... I>
+struct stage_io<Filter<Pred>, types<I...>> {
+  static_assert(sizeof...(I) == 1, "chunkpipe::Filter keeps elements of one input; put a Map before it to combine several");
+  static_assert(std::is_trivially_copyable_v<Pred>, "chunkpipe::Filter: the predicate must be trivially copyable");
+  using in = types<I...>;
+  using out = types<I...>;
+  static constexpr bool in_place = false;
+  static constexpr bool elementwise = false;
+};
+
+template <class F, class... O, class... I>
+struct stage_io<Emit<F, O...>, types<I...>> {
+  using in = types<I...>;
+  using out = types<O...>;
+  static constexpr bool in_place = false;
+  static constexpr bool elementwise = false;
+};
+
 /// How a stage's outputs relate to its inputs: element for element, one
-/// record per segment of the run (Reduce), or one per chunk.
-enum class Records : std::uint8_t { per_element, per_segment, per_chunk };
+/// record per segment of the run (Reduce), one per chunk, or as many as
+/// the device says (Filter, Emit: at most the chunk's elements).
+enum class Records : std::uint8_t { per_element, per_segment, per_chunk, counted };
 
 template <class Stage>
 struct records_of : std::integral_constant<Records, Records::per_element> {};
@@ -262,6 +321,25 @@ template <class F, class R>
 struct records_of<PerChunk<F, R>> : std::integral_constant<Records, Records::per_chunk> {};
 template <class F, class R, class Merge>
 struct records_of<Accumulate<F, R, Merge>> : std::integral_constant<Records, Records::per_chunk> {};
+
+template <class Pred>
+struct records_of<Filter<Pred>> : std::integral_constant<Records, Records::counted> {};
+template <class F, class... O>
+struct records_of<Emit<F, O...>> : std::integral_constant<Records, Records::counted> {};
+
+template <class Stage>
+struct is_filter : std::false_type {};
+template <class Pred>
+struct is_filter<Filter<Pred>> : std::true_type {};
+
+template <class List>
+struct first_type;
+template <class T, class... Rest>
+struct first_type<types<T, Rest...>> {
+  using type = T;
+};
+template <class List>
+using first_type_t = typename first_type<List>::type;
 
 /// Whether a stage's records are folded into one result (Reduce,
 /// Accumulate), which run(in) returns, rather than written to outputs.

@@ -101,6 +101,27 @@ TEST_CASE("a reduction's copies out carry its records, so only the copy in bound
   CHECK(find(c, n - 1, OpKind::d2h).bytes == 1024);
 }
 
+TEST_CASE("a filter's host-out ops wait for a DMA of what it kept; its copies out carry the count", "[simulate]") {
+  const std::size_t n = 20;
+  PlanShape shape;
+  shape.variable_out = true;
+  const Plan plan = make_plan(Policy::stage_streams, 3, shape, n);
+  Workload w = chunks_of_4mb(n, 0.5);
+  w.out_kept = 0.1;
+  Machine m = ideal(4.0, 2.0);
+  m.host_copy_gbps = 0.0;  // not needed: nothing is copied by the host
+  const Report r = simulate(plan, w, m);
+  CHECK(r.bytes_out == n * 400000);
+  CHECK(find(r, 5, OpKind::d2h).bytes == sizeof(std::size_t));
+  const TimedOp& out = find(r, 5, OpKind::host_out);
+  CHECK(out.bytes == 400000);
+  CHECK(near(out.end_ms - out.start_ms, 0.2, 1e-6));  // 0.4 MB at 2 GB/s
+  // The copy in bounds it: n x 1 ms, then the last kernel and its copy out.
+  CHECK(near(makespan_ms(r), n * 1.0 + 0.5 + 8.0 / 2e6 + 0.2, 1e-6));
+  w.out_kept = 1.5;
+  CHECK_THROWS_AS(simulate(plan, w, m), config_error);
+}
+
 TEST_CASE("two slots on two streams cost half the serial chain, not the slowest stage", "[simulate]") {
   // The lesson's failed prediction 2: with balanced stages of t, the double
   // buffer does not reach floor + two edges; each stream runs its own chunks

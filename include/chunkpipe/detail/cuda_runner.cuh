@@ -156,6 +156,16 @@ class CudaRunner {
     return ResultTicket<R, RunTicket>(std::move(ticket), std::move(folding));
   }
 
+  /// Queues a run of a pipeline whose last stage emits a count (Filter,
+  /// Emit); its ticket's get() says how many elements it wrote.
+  template <class In, class Out>
+  ResultTicket<std::size_t, RunTicket> start_counted(In&& in, Out&& out, const After& order) {
+    auto packed = std::make_shared<Packed>();
+    RunTicket t = start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)),
+                             ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order, nullptr, packed);
+    return ResultTicket<std::size_t, RunTicket>(std::move(t), std::make_shared<WrittenCount<Packed>>(std::move(packed)));
+  }
+
   /// Waits for every run queued so far, ignoring their errors (their
   /// tickets report them). Blocks.
   void wait_all() {
@@ -244,10 +254,11 @@ class CudaRunner {
   // `keep`: storage the run's outputs point into (a folding run's
   // records), held until the run is released.
   template <class InSide, class OutSide>
-  RunTicket start_impl(InSide ins, OutSide outs, const After& order, std::shared_ptr<void> keep = nullptr) {
+  RunTicket start_impl(InSide ins, OutSide outs, const After& order, std::shared_ptr<void> keep = nullptr,
+                       std::shared_ptr<Packed> packed = nullptr) {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
-    const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.per_record());
+    const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
     std::lock_guard<std::mutex> lock(submit_mutex_);
     if (health_->broken) {
       throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
@@ -267,8 +278,8 @@ class CudaRunner {
       return mode != Staging::direct;
     };
     Endpoints made = ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    made.per_record = front_.per_record();
-    made.keep = std::move(keep);
+    if (PipelineFront<Stages...>::counted && !packed) packed = std::make_shared<Packed>();
+    ::chunkpipe::detail::complete_endpoints(made, front_.per_record(), std::move(packed), std::move(keep));
     auto ends = std::make_shared<const Endpoints>(std::move(made));
     RunRanges ranges(*ends);
     ::chunkpipe::detail::check_run_ranges(ranges);
@@ -285,7 +296,10 @@ class CudaRunner {
     in_flight_.check(ranges, exempt);
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
-    if (n != 0) prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out);
+    if (n != 0) {
+      prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out,
+              [this] { return out_shape<in_types>(); });
+    }
     std::string note;
     const Executor executor = n == 0 ? Executor::streams : executor_for(n, spec, note);
 
@@ -478,11 +492,28 @@ class CudaRunner {
     }
   }
 
+  // What the last stage's slot buffer holds beyond its outputs: a Filter's
+  // count and CUB scratch (sized for a full unit).
+  template <class In>
+  OutShape out_shape() {
+    OutShape o;
+    o.records = front_.unit_records();
+    o.counted = PipelineFront<Stages...>::counted;
+    using Last = typename PipelineFront<Stages...>::last_stage;
+    if constexpr (is_filter<Last>::value) {
+      using io = std::tuple_element_t<sizeof...(Stages) - 1, typename chain<In, Stages...>::ios>;
+      o.scratch_bytes = ::chunkpipe::detail::filter_scratch_bytes<decltype(Last::pred), first_type_t<typename io::in>>(
+          std::get<sizeof...(Stages) - 1>(front_.stages()).pred, front_.geometry().chunk_elems);
+    }
+    return o;
+  }
+
   // The slots and schedule for runs of this flow (element types). The first
   // run allocates them; a run whose element types lay the slots out
   // differently waits for every run in flight first. Throws config_error
   // when the slots do not fit in free device memory.
-  void prepare(const Flow& flow, bool staged) {
+  template <class OutShapeFn>
+  void prepare(const Flow& flow, bool staged, OutShapeFn&& out_shape_of) {
     if (flow_ && *flow_ == flow && (!staged || pinned_arena_.size() >= layout_.pinned_bytes())) return;
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
@@ -497,7 +528,7 @@ class CudaRunner {
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
       SlotLayout layout = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
-                                                                g.chunk_elems, g.depth, front_.unit_records());
+                                                                g.chunk_elems, g.depth, out_shape_of());
       ensure_device_arena(layout);
       layout_ = std::move(layout);
       flow_ = &flow;

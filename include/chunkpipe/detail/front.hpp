@@ -48,12 +48,16 @@ class PipelineFront {
   static constexpr Records records = records_of<last_stage>::value;
   /// Whether run(in) returns one folded result (Reduce, Accumulate).
   static constexpr bool folds_result = folds<last_stage>::value;
+  /// Whether the last stage emits a count the device decides (Filter, Emit).
+  static constexpr bool counted = records == Records::counted;
   static constexpr bool all_elementwise = (is_elementwise<Stages>::value && ...);
   /// Whether no stage can see chunk boundaries, so the unit may differ from
-  /// the window: Map stages, ending in a Reduce or not (its result depends
-  /// on the fixed segments only).
-  static constexpr bool grain_free =
-      ((is_elementwise<Stages>::value || records_of<Stages>::value == Records::per_segment) && ...);
+  /// the window: Map stages, ending in a Reduce (its result depends on the
+  /// fixed segments only), a Filter (what it keeps, packed, does not depend
+  /// on the chunks) or neither.
+  static constexpr bool grain_free = ((is_elementwise<Stages>::value ||
+                                       records_of<Stages>::value == Records::per_segment || is_filter<Stages>::value) &&
+                                      ...);
 
  private:
   static constexpr std::size_t record_stages = ((records_of<Stages>::value != Records::per_element ? 1 : 0) + ...);
@@ -77,6 +81,9 @@ class PipelineFront {
     if constexpr (records == Records::per_chunk) return geometry_.chunk_elems;
     return 1;
   }
+  /// What check_outputs() asks of output lengths: records, or, for a
+  /// stage that emits a count, nothing (0).
+  std::size_t output_rule() const noexcept { return counted ? 0 : per_record(); }
   /// Output records of a run of `elems` elements.
   std::size_t records_for(std::size_t elems) const noexcept {
     const std::size_t per = per_record();
@@ -96,7 +103,8 @@ class PipelineFront {
     s.stages = static_cast<int>(stage_count);
     s.in_place = {is_in_place<Stages>::value...};
     s.stage_in = stage_in;
-    s.stage_out = stage_out;
+    s.stage_out = stage_out || counted;
+    s.variable_out = counted;
     return s;
   }
 

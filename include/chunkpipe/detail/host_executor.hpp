@@ -196,13 +196,15 @@ class HostExecutor {
     auto memcpy_all = [](const std::vector<Copy>& copies) {
       for (const Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
     };
+    // The host backend's "device" memory is host memory.
+    auto from_device = [](void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); };
     try {
       if (w.produced) {
         // A Source's chunk: it decides the size, until it has ended.
         *w.produced = 0;
         if (run.failed() || run.source_ended) return;
         const std::size_t got =
-            ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all);
+            ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);
         *w.produced = got;
         run.elems += got;
         if (got > 0) ++run.chunks;
@@ -214,7 +216,7 @@ class HostExecutor {
         case OpKind::stage: e.stage(*stages_, op, step, mem_, run_chunk, w.offset, w.count); break;
         case OpKind::host_in:
         case OpKind::host_out:
-          ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all);
+          ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);
           break;
         case OpKind::h2d:
         case OpKind::d2h:
@@ -232,8 +234,12 @@ class HostExecutor {
   static void call_stage(std::tuple<Stages...>& stages, const Op& op, const Step& step, const SlotMemory& mem,
                          std::size_t run_chunk, std::size_t offset, std::size_t count) {
     ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
-                                                                             const auto& outs) {
-      HostExecutor::invoke(stage, ins, outs, run_chunk, offset, count);
+                                                                             const auto& outs, const StageExtras& x) {
+      if constexpr (records_of<std::decay_t<decltype(stage)>>::value == Records::counted) {
+        HostExecutor::invoke_counted(stage, ins, outs, run_chunk, offset, count, x.produced);
+      } else {
+        HostExecutor::invoke(stage, ins, outs, run_chunk, offset, count);
+      }
     });
   }
 
@@ -289,6 +295,25 @@ class HostExecutor {
                      const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
                      std::size_t count) {
     HostExecutor::invoke_record(stage.fn, stage.identity, ins, outs, chunk, offset, count);
+  }
+
+  template <class Pred, class I>
+  static void invoke_counted(Filter<Pred>& stage, const std::tuple<::cuda::std::span<I>>& ins,
+                             const std::tuple<::cuda::std::span<I>>& outs, std::size_t, std::size_t, std::size_t count,
+                             std::size_t* produced) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (stage.pred(std::get<0>(ins)[i])) std::get<0>(outs)[kept++] = std::get<0>(ins)[i];
+    }
+    *produced = kept;
+  }
+  template <class F, class... X, class... I, class... O>
+  static void invoke_counted(Emit<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                             const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
+                             std::size_t count, std::size_t* produced) {
+    *produced = 0;
+    ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, {}, Backend::host, produced};
+    stage.fn(ctx);
   }
 
   std::tuple<Stages...>* stages_;

@@ -99,6 +99,7 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   }
   const bool mixed = shape_.per_run_staging;
   const bool can_stage_in = mixed || shape_.stage_in;
+  if (shape_.variable_out) shape_.stage_out = true;  // only a host-out op knows what to copy
   const bool can_stage_out = mixed || shape_.stage_out;
 
   // Buffers of one slot, in the order data passes through them.
@@ -163,8 +164,12 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
     const int pinned_out = static_cast<int>(buffers_.size());
     buffers_.push_back("pinned out");
     add({OpKind::d2h, -1, 0, {current}, {pinned_out}, true}, fam_d2h);
-    if (mixed) add({OpKind::d2h, -1, 0, {current}, {}, false}, fam_d2h);
-    add({OpKind::host_out, -1, 0, {pinned_out}, {}, true}, fam_host_out);
+    if (mixed && !shape_.variable_out) add({OpKind::d2h, -1, 0, {current}, {}, false}, fam_d2h);
+    if (shape_.variable_out) {
+      add({OpKind::host_out, -1, 0, {pinned_out, current}, {}, true}, fam_host_out);
+    } else {
+      add({OpKind::host_out, -1, 0, {pinned_out}, {}, true}, fam_host_out);
+    }
   } else {
     add({OpKind::d2h, -1, 0, {current}, {}, false}, fam_d2h);
   }
@@ -173,7 +178,7 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   // The steps each kind of run uses: variant = stage_in | stage_out << 1.
   for (int v = 0; v < 4; ++v) {
     const bool in = (v & 1) != 0, out = (v & 2) != 0;
-    variant_ok_[v] = mixed || (in == shape_.stage_in && out == shape_.stage_out);
+    variant_ok_[v] = (mixed || (in == shape_.stage_in && out == shape_.stage_out)) && (out || !shape_.variable_out);
     if (!variant_ok_[v]) continue;
     for (std::size_t s = 0; s < steps_.size(); ++s) {
       const Step& st = steps_[s];
@@ -288,6 +293,10 @@ inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
 inline void PlanBuilder::begin_run(const RunSpec& spec) {
   if (run_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_run: a run is already open");
   const int v = (spec.stage_in ? 1 : 0) | (spec.stage_out ? 2 : 0);
+  if (!variant_ok_[v] && shape_.variable_out && !spec.stage_out) {
+    throw config_error("chunkpipe: the last stage emits a count the device decides, so every run must stage "
+                       "outputs (RunSpec::stage_out)");
+  }
   if (!variant_ok_[v]) {
     throw config_error(std::string("chunkpipe: this schedule was built for runs that ") +
                        (shape_.stage_in ? "stage" : "do not stage") + " inputs and " +
@@ -536,7 +545,7 @@ inline void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
 inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks) {
   PlanBuilder builder(policy, depth, shape);
   Plan plan = detail::plan_header(builder);
-  detail::plan_run(builder, RunSpec{chunks, shape.stage_in, shape.stage_out, 0}, plan);
+  detail::plan_run(builder, RunSpec{chunks, shape.stage_in, shape.stage_out || shape.variable_out, 0}, plan);
   plan.chunks = chunks;
   return plan;
 }

@@ -29,6 +29,34 @@ const Flow& flow_of() {
   return flow;
 }
 
+/// Completes a run's endpoints with what the pipeline's last stage makes
+/// of them: `per_record` (Endpoints::per_record), for a stage that emits a
+/// count its Packed counter (null otherwise), whose run fails once it is
+/// complete if an output was too short, and `keep`, storage the outputs
+/// point into.
+inline void complete_endpoints(Endpoints& e, std::size_t per_record, std::shared_ptr<Packed> packed,
+                               std::shared_ptr<void> keep) {
+  e.per_record = per_record;
+  e.keep = std::move(keep);
+  if (!packed) return;
+  for (const auto& out : e.out) {
+    if (!out.consume) packed->capacity = std::min(packed->capacity, out.size);
+  }
+  e.packed = packed;
+  // A Sink's finish comes after the check, so it never sees a run that failed.
+  std::function<void()> then = std::move(e.finish);
+  e.finish = [packed, then] {
+    if (packed->overflowed()) {
+      throw pipeline_error("chunkpipe: the last stage emitted " + std::to_string(packed->emitted) +
+                           " elements, and an output range holds " + std::to_string(packed->capacity) +
+                           ": the first " + std::to_string(packed->written) +
+                           " were written and nothing past the end; give outputs of at least " +
+                           std::to_string(packed->emitted) + " elements");
+    }
+    if (then) then();
+  };
+}
+
 /// What the schedule needs to know of a run of `n` elements (unknown_length
 /// when a Source decides) cut into chunks of `chunk_elems`.
 inline RunSpec spec_for(const Endpoints& e, std::size_t n, std::size_t chunk_elems) {
@@ -36,6 +64,7 @@ inline RunSpec spec_for(const Endpoints& e, std::size_t n, std::size_t chunk_ele
   s.chunks = n == unknown_length ? unknown_chunks : (n + chunk_elems - 1) / chunk_elems;
   for (const auto& in : e.in) s.stage_in = s.stage_in || in.staged;
   for (const auto& out : e.out) s.stage_out = s.stage_out || out.staged;
+  s.stage_out = s.stage_out || e.packed != nullptr;  // only a host-out op knows how much to copy
   s.elems = n == unknown_length ? 0 : n;
   return s;
 }

@@ -110,8 +110,9 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
     for (std::size_t w : op.waits) {
       if (w >= i) bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
     }
-    if ((op.kind == OpKind::host_in || op.kind == OpKind::host_out) && !(machine.host_copy_gbps > 0.0) &&
-        elems_of(i) > 0) {
+    const bool packed_out = op.kind == OpKind::host_out && plan.shape.variable_out;  // a DMA, not a host copy
+    if ((op.kind == OpKind::host_in || (op.kind == OpKind::host_out && !packed_out)) &&
+        !(machine.host_copy_gbps > 0.0) && elems_of(i) > 0) {
       bad("stages through the host, and the machine's host_copy_gbps is not known");
     }
   }
@@ -129,6 +130,16 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   // Outputs are records: one per out_per_record elements of a chunk.
   const std::size_t per = work.out_per_record == 0 ? 1 : work.out_per_record;
   auto out_bytes = [&](std::size_t elems) { return (elems + per - 1) / per * work.out_bytes_per_elem; };
+  // A stage that emits a count (PlanShape::variable_out): its copy out
+  // carries the count, and its host-out op waits for a DMA of what was
+  // kept (Workload::out_kept of the elements) over the link.
+  const bool variable = plan.shape.variable_out;
+  if (variable && !(work.out_kept >= 0.0 && work.out_kept <= 1.0)) {
+    throw config_error("chunkpipe: simulate: out_kept must be between 0 and 1, got " + std::to_string(work.out_kept));
+  }
+  auto kept_bytes = [&](std::size_t elems) {
+    return static_cast<std::size_t>(std::llround(static_cast<double>(elems) * work.out_kept)) * work.out_bytes_per_elem;
+  };
   report.bytes_out = 0;  // summed over the copies out below
   report.queues = plan.queues;
   report.link = link;
@@ -156,7 +167,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
     switch (op.kind) {
       case OpKind::h2d:
       case OpKind::d2h:
-        t.bytes = op.kind == OpKind::h2d ? elems * work.in_bytes_per_elem : out_bytes(elems);
+        t.bytes = op.kind == OpKind::h2d ? elems * work.in_bytes_per_elem : variable ? sizeof(std::size_t) : out_bytes(elems);
         resource[i] = (op.kind == OpKind::h2d || one_engine) ? h2d_engine : d2h_engine;
         fixed_ms[i] = overhead + link.latency_us * 1e-3;
         transfer_bytes[i] = static_cast<double>(t.bytes);
@@ -169,11 +180,19 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
       case OpKind::host_out:
         t.bytes = op.kind == OpKind::host_in ? elems * work.in_bytes_per_elem : out_bytes(elems);
         resource[i] = first_host + op.queue;
+        if (variable && op.kind == OpKind::host_out) {
+          // Its thread waits for the DMA; the pinned case, no host copy.
+          t.bytes = kept_bytes(elems);
+          fixed_ms[i] = elems == 0 ? 0.0
+                                   : overhead + link.latency_us * 1e-3 +
+                                         static_cast<double>(t.bytes) / (link.d2h_gbps * 1e6);
+          break;
+        }
         fixed_ms[i] = elems == 0 ? 0.0 : overhead + static_cast<double>(t.bytes) / (machine.host_copy_gbps * 1e6);
         break;
     }
     if (elems == 0) fixed_ms[i] = 0.0, transfer_bytes[i] = 0.0;
-    if (op.kind == OpKind::d2h) report.bytes_out += t.bytes;
+    if (variable ? op.kind == OpKind::host_out : op.kind == OpKind::d2h) report.bytes_out += t.bytes;
   }
 
   // Happens-before: the previous op on the queue and the waits.

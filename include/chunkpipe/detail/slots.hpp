@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -59,11 +60,26 @@ struct Flow {
   bool operator!=(const Flow& o) const { return !(*this == o); }
 };
 
+/// What the last stage's buffer holds beyond its outputs.
+struct OutShape {
+  /// Records one unit makes (0: chunk_elems; fewer when the last stage
+  /// emits records, stage.hpp).
+  std::size_t records = 0;
+  /// The last stage emits a count (Filter, Emit): its buffer, and the
+  /// pinned buffer its copy out fills, end with a std::size_t array of one
+  /// element, the count (array index: the number of outputs).
+  bool counted = false;
+  /// Device scratch the last stage needs per slot (a Filter's CUB
+  /// temporary storage), after the count: array index outputs + 1.
+  std::size_t scratch_bytes = 0;
+};
+
 /// Lays out one slot: every array holds `chunk_elems` elements, except the
-/// last stage's outputs (and their pinned copies), which hold `out_records`
-/// (0: chunk_elems; fewer when the last stage emits records, stage.hpp).
+/// last stage's outputs (and their pinned copies), which hold out.records,
+/// and the extras `out` names.
 inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t buffers, const Flow& flow,
-                                   std::size_t chunk_elems, int depth, std::size_t out_records = 0) {
+                                   std::size_t chunk_elems, int depth, OutShape out = {}) {
+  const std::size_t out_records = out.records;
   SlotLayout l;
   l.arrays.resize(buffers);
   l.pinned.assign(buffers, false);
@@ -90,13 +106,19 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
         const auto stage = static_cast<std::size_t>(s.stage);
         // An in-place stage writes the buffer it reads: keep its size.
         if (!s.reads.empty() && s.reads[0] == s.writes[0]) break;
-        l.arrays[static_cast<std::size_t>(s.writes[0])] =
-            sized(flow.stage_out[stage], stage == last_stage ? records : chunk_elems);
+        auto& arrays = l.arrays[static_cast<std::size_t>(s.writes[0])];
+        arrays = sized(flow.stage_out[stage], stage == last_stage ? records : chunk_elems);
+        if (stage == last_stage && out.counted) {
+          arrays.push_back({0, sizeof(std::size_t), 1});
+          if (out.scratch_bytes != 0) arrays.push_back({0, 1, out.scratch_bytes});
+        }
         break;
       }
       case OpKind::d2h:
         if (!s.writes.empty()) {
-          l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.out_sizes, records);
+          auto& arrays = l.arrays[static_cast<std::size_t>(s.writes[0])];
+          arrays = sized(flow.out_sizes, records);
+          if (out.counted) arrays.push_back({0, sizeof(std::size_t), 1});
           l.pinned[static_cast<std::size_t>(s.writes[0])] = true;
         }
         break;
@@ -113,6 +135,15 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
   }
   return l;
 }
+
+/// Where a run whose last stage emits a count has got to: written by its
+/// host-out ops, one at a time in chunk order, read after the run.
+struct Packed {
+  std::size_t emitted = 0;   ///< elements emitted so far, over every chunk
+  std::size_t written = 0;   ///< elements written to the outputs (a prefix of them)
+  std::size_t capacity = static_cast<std::size_t>(-1);  ///< the shortest output range's elements
+  bool overflowed() const noexcept { return emitted > written; }
+};
 
 /// One run's host endpoints, type-erased to bytes.
 struct Endpoints {
@@ -141,6 +172,9 @@ struct Endpoints {
   /// Storage the outputs point into that the run owns (a folding run's
   /// records): kept alive until the run lets go of its endpoints.
   std::shared_ptr<void> keep;
+  /// The last stage emits a count (Filter, Emit): copies out move what it
+  /// emitted, packed, and `packed` counts it (host-out ops, in chunk order).
+  std::shared_ptr<Packed> packed;
   std::function<void()> finish;  ///< after a run that succeeded (a Sink's finish())
   std::function<void()> abort;   ///< after a run that failed (a Sink's abort())
 };
@@ -184,6 +218,16 @@ inline void copies_of(const Op& op, const Step& step, const SlotMemory& mem, con
                       std::size_t offset, std::size_t count, std::vector<Copy>& out) {
   out.clear();
   if (count == 0) return;
+  if (ends.packed) {
+    // The count crosses first; a host-out op copies what it says
+    // (run_host_op), so plain copies out carry nothing else.
+    if (op.kind == OpKind::d2h) {
+      const std::size_t c = ends.out.size();
+      out.push_back({mem.array(step.writes[0], c, op.slot), mem.array(step.reads[0], c, op.slot), sizeof(std::size_t)});
+      return;
+    }
+    if (op.kind == OpKind::host_out) return;
+  }
   if (op.kind == OpKind::d2h || op.kind == OpKind::host_out) {
     const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, count);
     offset = r.offset;
@@ -266,9 +310,18 @@ void with_index(std::size_t i, F&& f) {
   ::chunkpipe::detail::with_index_impl(i, f, std::make_index_sequence<N>{});
 }
 
-/// Calls f(stage, ins, outs) with stage op `op`'s stage object and typed
-/// spans of the `count` elements it reads and writes in its slot: what every
-/// executor needs before it runs a stage its own way.
+/// What a stage that emits a count (Filter, Emit) gets besides its arrays:
+/// where to store the count, and its scratch. Null for other stages.
+struct StageExtras {
+  std::size_t* produced = nullptr;
+  std::byte* scratch = nullptr;
+  std::size_t scratch_bytes = 0;
+};
+
+/// Calls f(stage, ins, outs, extras) with stage op `op`'s stage object,
+/// typed spans of the `count` elements it reads and writes in its slot and
+/// its StageExtras: what every executor needs before it runs a stage its
+/// own way.
 template <class In, class... Stages, class F>
 void with_stage_arrays(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
                        std::size_t count, F&& f) {
@@ -276,9 +329,20 @@ void with_stage_arrays(std::tuple<Stages...>& stages, const SlotMemory& mem, con
   ::chunkpipe::detail::with_index<sizeof...(Stages)>(static_cast<std::size_t>(op.stage), [&](auto I) {
     using io = std::tuple_element_t<decltype(I)::value, ios>;
     auto& stage = std::get<decltype(I)::value>(stages);
+    StageExtras extras;
+    if constexpr (records_of<std::decay_t<decltype(stage)>>::value == Records::counted) {
+      const std::size_t c = io::out::size;
+      const auto& arrays = mem.layout->arrays[static_cast<std::size_t>(step.writes[0])];
+      extras.produced = reinterpret_cast<std::size_t*>(mem.array(step.writes[0], c, op.slot));
+      if (arrays.size() > c + 1) {
+        extras.scratch = mem.array(step.writes[0], c + 1, op.slot);
+        extras.scratch_bytes = arrays[c + 1].elems;
+      }
+    }
     f(stage, ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{}),
       ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, ::chunkpipe::detail::stage_records(stage, count),
-                                        typename io::out{}));
+                                        typename io::out{}),
+      extras);
   });
 }
 
@@ -344,25 +408,79 @@ Endpoints make_endpoints(In in, Out out, Decide&& staged) {
   return e;
 }
 
+/// A host-out op of a run whose last stage emitted a count: reads the
+/// count the copy out brought to the pinned slot, then moves exactly that
+/// many elements, packed after what earlier chunks emitted: from the device
+/// buffer straight into a pinned output range with `from_device(dst, src,
+/// bytes)` (which blocks until it is done), or through the pinned slot into
+/// a pageable range (`copy`) or a Sink. An output too short for what was
+/// emitted gets nothing past its end; `packed` keeps counting, so the run
+/// can say how much was needed. Throws pipeline_error for a count above the
+/// chunk's elements, and what a Sink throws.
+template <class CopyFn, class DeviceCopyFn>
+void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
+                    std::size_t run_chunk, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy,
+                    DeviceCopyFn&& from_device) {
+  Packed& p = *ends.packed;
+  const std::size_t outs = ends.out.size();
+  std::size_t got = 0;
+  std::memcpy(&got, mem.array(step.reads[0], outs, op.slot), sizeof got);
+  if (got > count) {
+    throw pipeline_error("chunkpipe: the last stage emitted " + std::to_string(got) + " elements from chunk " +
+                         std::to_string(run_chunk) + " of " + std::to_string(count) +
+                         "; a stage may emit at most as many elements as it got");
+  }
+  const std::size_t at = p.emitted;
+  p.emitted += got;
+  if (got == 0) return;
+  const bool fits = p.written == at && at + got <= p.capacity;
+  for (std::size_t o = 0; o < outs; ++o) {
+    const auto& e = ends.out[o];
+    const void* device = mem.array(step.reads[1], o, op.slot);
+    const std::size_t bytes = got * e.elem_size;
+    if (e.consume) {
+      void* bounce = mem.array(step.reads[0], o, op.slot);
+      from_device(bounce, device, bytes);
+      e.consume(run_chunk, at, bounce, got);
+    } else if (!fits) {
+      continue;  // nothing past the end; the run fails once it has counted all
+    } else if (!e.staged) {
+      from_device(e.data + at * e.elem_size, device, bytes);
+    } else {
+      void* bounce = mem.array(step.reads[0], o, op.slot);
+      from_device(bounce, device, bytes);
+      scratch.clear();
+      scratch.push_back({e.data + at * e.elem_size, bounce, bytes});
+      copy(scratch);
+    }
+  }
+  if (fits) p.written = at + got;
+}
+
 /// Runs a host op of the run's chunk `run_chunk` (elements [offset, offset +
 /// count) of the run): a Source fills its slot, a Sink consumes its slot,
 /// staged ranges are copied with `copy(copies)`. For host_in, `count` is the
 /// slot's capacity when a Source decides the length; returns the elements
-/// the chunk holds (what the Source produced, else `count`). Throws what a
-/// source or sink throws, and pipeline_error when a source produces more
-/// than an output range holds.
-template <class CopyFn>
+/// the chunk holds (what the Source produced, else `count`). A run whose
+/// last stage emits a count copies out with run_packed_out(), and
+/// `from_device` (see there). Throws what a source or sink throws, and
+/// pipeline_error when a source produces more than an output range holds.
+template <class CopyFn, class DeviceCopyFn>
 std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                         std::size_t run_chunk, std::size_t offset, std::size_t count, std::vector<Copy>& scratch,
-                        CopyFn&& copy) {
+                        CopyFn&& copy, DeviceCopyFn&& from_device) {
   if (count == 0) return 0;
+  if (ends.packed && op.kind == OpKind::host_out) {
+    ::chunkpipe::detail::run_packed_out(op, step, mem, ends, run_chunk, count, scratch, copy, from_device);
+    return count;
+  }
   std::size_t produced = count;
   if (op.kind == OpKind::host_in) {
     for (std::size_t i = 0; i < ends.in.size(); ++i) {
       if (!ends.in[i].produce) continue;
       produced = ends.in[i].produce(run_chunk, mem.array(step.writes[0], i, op.slot), count);
       const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, produced);
-      for (std::size_t o = 0; o < ends.out.size(); ++o) {
+      for (std::size_t o = 0; o < ends.out.size() && !ends.packed; ++o) {
         const auto& e = ends.out[o];
         if (!e.consume && r.offset + r.count > e.size) {
           throw pipeline_error("chunkpipe: the source produced more than the " + std::to_string(e.size) +

@@ -9,6 +9,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
+#include <chunkpipe/detail/filter_kernel.cuh>
 #include <chunkpipe/detail/reduce_kernel.cuh>
 #include <chunkpipe/detail/slots.hpp>
 
@@ -27,7 +28,7 @@ namespace chunkpipe::detail {
 template <class F, class... I, class... O>
 void invoke_stage(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const StageExtras&) {
   auto in_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<const I*...>(s.data()...); }, ins);
   auto out_ptrs = std::apply([](const auto&... s) { return ::cuda::std::tuple<O*...>(s.data()...); }, outs);
   ::chunkpipe::detail::launch_map(stage.fn, count, out_ptrs, in_ptrs, stream);
@@ -45,7 +46,7 @@ void add_map_nodes_of(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& 
 template <class F, class... X, class... I, class... O>
 void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
-                  std::size_t count, cudaStream_t stream) {
+                  std::size_t count, cudaStream_t stream, const StageExtras&) {
   ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
                                              Backend::cuda};
   stage.fn(ctx);
@@ -56,7 +57,7 @@ void invoke_stage(ChunkFn<F, X...>& stage, const std::tuple<::cuda::std::span<I>
 template <class T, class Op, class I>
 void invoke_stage(Reduce<T, Op>& stage, const std::tuple<::cuda::std::span<I>>& ins,
                   const std::tuple<::cuda::std::span<T>>& outs, std::size_t, std::size_t, std::size_t count,
-                  cudaStream_t stream) {
+                  cudaStream_t stream, const StageExtras&) {
   ::chunkpipe::detail::launch_reduce(stage.op, std::get<0>(ins).data(), count, stage.segment,
                                      std::get<0>(outs).data(), stream);
 }
@@ -76,15 +77,33 @@ void invoke_record_stage(F& fn, const R& init, const std::tuple<::cuda::std::spa
 template <class F, class R, class... I>
 void invoke_stage(PerChunk<F, R>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
-                  std::size_t count, cudaStream_t stream) {
+                  std::size_t count, cudaStream_t stream, const StageExtras&) {
   ::chunkpipe::detail::invoke_record_stage(stage.fn, stage.init, ins, outs, chunk, offset, count, stream);
 }
 
 template <class F, class R, class Merge, class... I>
 void invoke_stage(Accumulate<F, R, Merge>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<R>>& outs, std::size_t chunk, std::size_t offset,
-                  std::size_t count, cudaStream_t stream) {
+                  std::size_t count, cudaStream_t stream, const StageExtras&) {
   ::chunkpipe::detail::invoke_record_stage(stage.fn, stage.identity, ins, outs, chunk, offset, count, stream);
+}
+
+template <class Pred, class I>
+void invoke_stage(Filter<Pred>& stage, const std::tuple<::cuda::std::span<I>>& ins,
+                  const std::tuple<::cuda::std::span<I>>& outs, std::size_t, std::size_t, std::size_t count,
+                  cudaStream_t stream, const StageExtras& x) {
+  ::chunkpipe::detail::launch_filter(stage.pred, std::get<0>(ins).data(), count, std::get<0>(outs).data(), x.produced,
+                                     x.scratch, x.scratch_bytes, stream);
+}
+
+template <class F, class... X, class... I, class... O>
+void invoke_stage(Emit<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
+                  const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
+                  std::size_t count, cudaStream_t stream, const StageExtras& x) {
+  ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
+                                             Backend::cuda, x.produced};
+  stage.fn(ctx);
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
 }
 
 /// Adds stage op `op` to `graph` after `deps`, appending to `nodes` what
@@ -98,11 +117,11 @@ void add_stage_nodes(std::tuple<Stages...>& stages, const SlotMemory& mem, const
                      const std::vector<cudaGraphNode_t>& deps, std::vector<cudaGraphNode_t>& nodes,
                      Capture&& capture) {
   ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
-                                                                           const auto& outs) {
+                                                                           const auto& outs, const StageExtras& x) {
     if constexpr (is_elementwise<std::decay_t<decltype(stage)>>::value) {
       ::chunkpipe::detail::add_map_nodes_of(stage, ins, outs, count, graph, deps, nodes);
     } else {
-      capture([&](cudaStream_t s) { ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, s); });
+      capture([&](cudaStream_t s) { ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, s, x); });
     }
   });
 }
@@ -114,8 +133,8 @@ template <class In, class... Stages>
 void launch_stage(std::tuple<Stages...>& stages, const SlotMemory& mem, const Step& step, const Op& op,
                   cudaStream_t stream, std::size_t run_chunk, std::size_t offset, std::size_t count) {
   ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
-                                                                           const auto& outs) {
-    ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, stream);
+                                                                           const auto& outs, const StageExtras& x) {
+    ::chunkpipe::detail::invoke_stage(stage, ins, outs, run_chunk, offset, count, stream, x);
   });
 }
 

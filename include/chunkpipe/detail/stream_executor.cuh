@@ -287,13 +287,21 @@ class StreamExecutor {
         if (count != 0 && !st.failed() && !(produced && st.source_ended)) {
           NvtxRange range(*name, run_chunk);
           if (timed) timed->host_start = std::chrono::steady_clock::now();
-          got = ::chunkpipe::detail::run_host_op(op, *step, mem, *st.ends, run_chunk, offset, count, *scratch,
-                                                 [&](const std::vector<Copy>& c) {
-                                                   team->copy(c);
-                                                   if (timed) {
-                                                     for (const Copy& x : c) timed->op.bytes += x.bytes;
-                                                   }
-                                                 });
+          got = ::chunkpipe::detail::run_host_op(
+              op, *step, mem, *st.ends, run_chunk, offset, count, *scratch,
+              [&](const std::vector<Copy>& c) {
+                team->copy(c);
+                if (timed) {
+                  for (const Copy& x : c) timed->op.bytes += x.bytes;
+                }
+              },
+              // What a counted stage emitted, on the lane's own stream: the
+              // copy engines move it, and this worker waits for it alone.
+              [&](void* dst, const void* src, std::size_t bytes) {
+                CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, dma));
+                CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(dma));
+                if (timed) timed->op.bytes += bytes;
+              });
           if (timed) timed->host_end = std::chrono::steady_clock::now();
         }
         if (produced) {
@@ -311,9 +319,11 @@ class StreamExecutor {
       state.reset();
     }
     std::vector<Copy>* scratch = nullptr;  // its lane's, used only by the lane's worker
+    cudaStream_t dma = nullptr;            // its lane's, for copies out of the device
   };
 
   struct HostLane {
+    Stream dma;  // first, so it outlives the worker that uses it
     std::unique_ptr<HostQueue<HostTask>> queue;
     std::unique_ptr<CopyTeam> team;
     std::vector<Copy> scratch;
@@ -360,6 +370,7 @@ class StreamExecutor {
     HostLane& lane = lane_of(op.queue);
     t.team = lane.team.get();
     t.scratch = &lane.scratch;
+    t.dma = lane.dma.get();
     if (st.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
     st.host_task_started();
     try {
@@ -396,6 +407,7 @@ class StreamExecutor {
       // Host workers start with the first run that stages this side.
       lane.queue = std::make_unique<HostQueue<HostTask>>();
       lane.team = std::make_unique<CopyTeam>(host_threads_);
+      lane.dma = Stream::create();
     }
     return lane;
   }
