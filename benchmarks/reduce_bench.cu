@@ -8,8 +8,10 @@
 //   sum default        Options{}, reduce(0.0f, Plus{}) over the floats.
 //   sum 64KiB window   Options{.chunk_elems = 16384}, which the automatic policy
 //                      schedules in larger units (the notes under the table say which).
-//   histogram default  Options{}, accumulate(Hist{}, CountBytes{}, MergeHist{}) over
-//                      the same bytes as uint8.
+//   histogram of values  Options{}, accumulate(Hist{}, CountValues{}, MergeHist{}):
+//                      256 bins of the float values, 1/128 wide.
+//   histogram of bytes Options{}, accumulate(Hist{}, CountBytes{}, MergeHist{}) over
+//                      the same bytes as uint8 (the default window: 2 Mi elements, 2 MiB).
 //   hand sum           without chunkpipe: 3 slots on 3 streams, 8 MiB chunk k on stream
 //                      k % 3 copied in, cub::DeviceReduce::Sum into device partial k;
 //                      the partials come back at the end; the host adds them in double.
@@ -129,6 +131,47 @@ __global__ void histogram_kernel(const std::uint8_t* in, std::size_t n, Hist* ou
   }
 }
 
+// 256 bins of float values in [-1, 1), each 1/128 wide; exact on both sides
+// for this data (multiples of 2^-23), so the device and the host agree.
+__host__ __device__ inline unsigned value_bin(float v) {
+  const unsigned b = static_cast<unsigned>((v + 1.0f) * 128.0f);
+  return b < 255u ? b : 255u;
+}
+
+__global__ void value_histogram_kernel(const float* in, std::size_t n, Hist* out) {
+  __shared__ unsigned local[256];
+  for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) local[b] = 0;
+  __syncthreads();
+  const std::size_t tid = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  // Slots start 256-byte aligned; a chunk's float4 view covers all but its tail.
+  const std::size_t quads = n / 4;
+  const float4* q = reinterpret_cast<const float4*>(in);
+  for (std::size_t i = tid; i < quads; i += stride) {
+    const float4 v = q[i];
+    atomicAdd(&local[value_bin(v.x)], 1u);
+    atomicAdd(&local[value_bin(v.y)], 1u);
+    atomicAdd(&local[value_bin(v.z)], 1u);
+    atomicAdd(&local[value_bin(v.w)], 1u);
+  }
+  for (std::size_t i = quads * 4 + tid; i < n; i += stride) atomicAdd(&local[value_bin(in[i])], 1u);
+  __syncthreads();
+  for (unsigned b = threadIdx.x; b < 256; b += blockDim.x) {
+    if (local[b] != 0) atomicAdd(&out->bins[b], local[b]);
+  }
+}
+
+struct CountValues {
+  unsigned max_blocks = 264;
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    const std::size_t blocks = std::clamp<std::size_t>((ctx.count / 4 + 255) / 256, 1, max_blocks);
+    value_histogram_kernel<<<static_cast<unsigned>(blocks), 256, 0, ctx.stream.get()>>>(
+        ctx.template in<0>().data(), ctx.count, ctx.template out<0>().data());
+    CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  }
+};
+
 // Few blocks, so that each flushes its 256 bins after many bytes.
 void launch_histogram(const std::uint8_t* in, std::size_t n, Hist* out, unsigned max_blocks, cudaStream_t s) {
   const std::size_t blocks = std::clamp<std::size_t>((n / 16 + 255) / 256, 1, max_blocks);
@@ -155,7 +198,8 @@ struct MergeHist {
 // (about 2^-33 of sum|x|) is nothing next to a float sum's.
 struct HostRef {
   double sum = 0, abs_sum = 0;
-  std::array<std::uint64_t, 256> bins{};
+  std::array<std::uint64_t, 256> bins{};        // of the bytes
+  std::array<std::uint64_t, 256> value_bins{};  // of the float values
 };
 
 HostRef fill(float* x, std::size_t n) {
@@ -163,7 +207,7 @@ HostRef fill(float* x, std::size_t n) {
   const std::size_t blocks = (n + block - 1) / block;
   const unsigned workers = std::max(1u, std::thread::hardware_concurrency());
   std::vector<double> sums(blocks), abss(blocks);
-  std::vector<std::array<std::uint64_t, 256>> bins(workers);
+  std::vector<std::array<std::uint64_t, 256>> bins(workers), value_bins(workers);
   std::atomic<std::size_t> next{0};
   auto work = [&](unsigned me) {
     for (std::size_t b; (b = next.fetch_add(1)) < blocks;) {
@@ -174,6 +218,7 @@ HostRef fill(float* x, std::size_t n) {
         x[i] = static_cast<float>(h >> 8) * 0x1p-23f - 1.0f;
         sum += x[i];
         abs_sum += std::fabs(x[i]);
+        ++value_bins[me][value_bin(x[i])];
       }
       sums[b] = sum;
       abss[b] = abs_sum;
@@ -189,8 +234,11 @@ HostRef fill(float* x, std::size_t n) {
     r.sum += sums[b];
     r.abs_sum += abss[b];
   }
-  for (const auto& mine : bins) {
-    for (int k = 0; k < 256; ++k) r.bins[k] += mine[k];
+  for (unsigned w = 0; w < workers; ++w) {
+    for (int k = 0; k < 256; ++k) {
+      r.bins[k] += bins[w][k];
+      r.value_bins[k] += value_bins[w][k];
+    }
   }
   return r;
 }
@@ -280,16 +328,17 @@ int bench(const Args& a) {
     }
     return why;
   };
-  auto hist_check = [&](const Hist& got) -> std::string {
+  auto hist_check = [&](const Hist& got, bool values = false) -> std::string {
+    const auto& want = values ? ref.value_bins : ref.bins;
+    const std::size_t items = values ? elems : bytes;
     std::uint64_t total = 0;
     for (int b = 0; b < 256; ++b) {
       total += got.bins[b];
-      if (got.bins[b] != ref.bins[b]) {
-        return "bin " + std::to_string(b) + ": " + std::to_string(got.bins[b]) + ", host " +
-               std::to_string(ref.bins[b]);
+      if (got.bins[b] != want[b]) {
+        return "bin " + std::to_string(b) + ": " + std::to_string(got.bins[b]) + ", host " + std::to_string(want[b]);
       }
     }
-    return total == bytes ? "" : "bins sum to " + std::to_string(total) + ", not " + std::to_string(bytes);
+    return total == items ? "" : "bins sum to " + std::to_string(total) + ", not " + std::to_string(items);
   };
 
   constexpr std::size_t piece = 64 * kMiB;
@@ -308,6 +357,8 @@ int bench(const Args& a) {
   auto window_pipe = chunkpipe::make_pipeline(Options{.chunk_elems = 16384}, chunkpipe::reduce(0.0f, Plus{}));
   auto hist_pipe =
       chunkpipe::make_pipeline(Options{}, chunkpipe::accumulate(Hist{}, CountBytes{max_blocks}, MergeHist{}));
+  auto values_pipe =
+      chunkpipe::make_pipeline(Options{}, chunkpipe::accumulate(Hist{}, CountValues{max_blocks}, MergeHist{}));
   auto filter_pipe = chunkpipe::make_pipeline(Options{}, chunkpipe::filter(Above{}));
   const Kept want_kept = digest_of_kept(x.data(), elems);
   chunkpipe::PinnedArray<float> kept(want_kept.count + want_kept.count / 8 + 1024);
@@ -335,7 +386,7 @@ int bench(const Args& a) {
   for (auto& t : temp) t = chunkpipe::DeviceBuffer(temp_bytes);
 
   float got_sum = 0, got_window = 0, got_hand = 0;
-  Hist got_hist{}, got_hand_hist{};
+  Hist got_hist{}, got_hand_hist{}, got_values{};
   auto hand_sum = [&] {
     auto chunk = [&](std::size_t k, std::byte* d, std::size_t n, cudaStream_t st) {
       std::size_t tb = temp_bytes;
@@ -369,7 +420,9 @@ int bench(const Args& a) {
                   [&] { return sum_check(got_sum, d_chunkpipe, true); }});
   rows.push_back({"sum 64KiB window", [&] { got_window = window_pipe.run(in_floats); },
                   [&] { return sum_check(got_window, d_chunkpipe, true); }});
-  rows.push_back({"histogram default", [&] { got_hist = hist_pipe.run(in_bytes); },
+  rows.push_back({"histogram of values default", [&] { got_values = values_pipe.run(in_floats); },
+                  [&] { return hist_check(got_values, true); }});
+  rows.push_back({"histogram of bytes default", [&] { got_hist = hist_pipe.run(in_bytes); },
                   [&] { return hist_check(got_hist); }});
   rows.push_back({"filter 10% default", [&] { got_kept = filter_pipe.run(in_floats, kept); },
                   [&]() -> std::string {
@@ -437,11 +490,11 @@ int bench(const Args& a) {
               std::fabs(got_sum - ref.sum), bound(d_chunkpipe), d_chunkpipe);
   std::printf("hand sum %.9g: off by %.3g, bound %.3g (d %.0f)\n", got_hand, std::fabs(got_hand - ref.sum),
               bound(d_hand), d_hand);
-  const chunkpipe::Geometry gs[] = {sum_pipe.geometry(), window_pipe.geometry(), hist_pipe.geometry(),
-                                    filter_pipe.geometry()};
-  for (int k = 0; k < 4; ++k) {
+  const chunkpipe::Geometry gs[] = {sum_pipe.geometry(), window_pipe.geometry(), values_pipe.geometry(),
+                                    hist_pipe.geometry(), filter_pipe.geometry()};
+  for (int k = 0; k < 5; ++k) {
     std::printf("%s: %s d%d, units of %zu KiB\n", rows[1 + k].name.c_str(),
-                std::string(to_string(gs[k].policy)).c_str(), gs[k].depth, gs[k].chunk_elems * (k == 2 ? 1 : 4) / 1024);
+                std::string(to_string(gs[k].policy)).c_str(), gs[k].depth, gs[k].chunk_elems * (k == 3 ? 1 : 4) / 1024);
   }
   std::printf("filter: kept %zu of %zu floats (%.2f%%); its floor is the H2D floor, as the %.0f MiB kept go the "
               "other way at the same time\n",

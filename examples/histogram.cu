@@ -248,7 +248,7 @@ int run(const Args& args) {
     path = scratch->path;
     generate(data.data(), bytes);
   }
-  transfer(path, data.data(), bytes, /*write=*/!scratch);
+  transfer(path, data.data(), bytes, /*write=*/scratch.has_value());
   std::printf("%s %s (%zu bytes, also kept in pinned memory) in %.0f ms\n", scratch ? "wrote" : "read", path.c_str(),
               bytes, example::ms_between(t0, example::Clock::now()));
   auto source = chunkpipe::file_source<std::uint8_t>(path);  // opens now; each run reads from the start

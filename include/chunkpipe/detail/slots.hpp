@@ -414,8 +414,8 @@ Endpoints make_endpoints(In in, Out out, Decide&& staged) {
 /// buffer straight into a pinned output range with `from_device(dst, src,
 /// bytes)` (which blocks until it is done), or through the pinned slot into
 /// a pageable range (`copy`) or a Sink. An output too short for what was
-/// emitted gets nothing past its end; `packed` keeps counting, so the run
-/// can say how much was needed. Throws pipeline_error for a count above the
+/// emitted is filled to its end and no further; `packed` keeps counting,
+/// so the run can say how much was needed. Throws pipeline_error for a count above the
 /// chunk's elements, and what a Sink throws.
 template <class CopyFn, class DeviceCopyFn>
 void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
@@ -433,28 +433,29 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
   const std::size_t at = p.emitted;
   p.emitted += got;
   if (got == 0) return;
-  const bool fits = p.written == at && at + got <= p.capacity;
+  // Ranges get what fits, up to their end: the chunk that crosses it
+  // leaves a prefix, and the run fails once it has counted everything.
+  const std::size_t room = p.written == at && at < p.capacity ? std::min(got, p.capacity - at) : 0;
   for (std::size_t o = 0; o < outs; ++o) {
     const auto& e = ends.out[o];
     const void* device = mem.array(step.reads[1], o, op.slot);
-    const std::size_t bytes = got * e.elem_size;
     if (e.consume) {
       void* bounce = mem.array(step.reads[0], o, op.slot);
-      from_device(bounce, device, bytes);
+      from_device(bounce, device, got * e.elem_size);
       e.consume(run_chunk, at, bounce, got);
-    } else if (!fits) {
-      continue;  // nothing past the end; the run fails once it has counted all
+    } else if (room == 0) {
+      continue;
     } else if (!e.staged) {
-      from_device(e.data + at * e.elem_size, device, bytes);
+      from_device(e.data + at * e.elem_size, device, room * e.elem_size);
     } else {
       void* bounce = mem.array(step.reads[0], o, op.slot);
-      from_device(bounce, device, bytes);
+      from_device(bounce, device, room * e.elem_size);
       scratch.clear();
-      scratch.push_back({e.data + at * e.elem_size, bounce, bytes});
+      scratch.push_back({e.data + at * e.elem_size, bounce, room * e.elem_size});
       copy(scratch);
     }
   }
-  if (fits) p.written = at + got;
+  if (room != 0) p.written = at + room;
 }
 
 /// Runs a host op of the run's chunk `run_chunk` (elements [offset, offset +
