@@ -97,10 +97,11 @@ class ChunkedPipeline {
   /// `in` into `out` and returns how many elements it wrote to each
   /// output, packed from its start. Only what was emitted crosses back: a
   /// chunkpipe thread reads each chunk's count once its copy out arrived
-  /// and copies that many, so the GPU never waits for the host. Outputs
-  /// may be shorter than the input; one too short for what was emitted
-  /// gets nothing past its end, and the run throws pipeline_error saying
-  /// how many elements were needed. Blocks; throws as below.
+  /// and copies that many; no stream waits for a count, and a slot's device
+  /// buffer is reused once its copy out is done. Outputs may be shorter
+  /// than the input; one too short for what was emitted is filled to its
+  /// end and no further, and the run throws pipeline_error saying how many
+  /// elements were needed. Blocks; throws as below.
   template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
   std::size_t run(In&& in, Out&& out) {
     return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), After{}).get();

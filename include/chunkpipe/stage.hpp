@@ -88,11 +88,14 @@ inline constexpr std::size_t default_reduce_segment = 16384;
 /// the lanes then combined in a fixed binary tree (detail/reduce.hpp); the
 /// host combines the partials in a fixed pairwise tree over their index
 /// and then init with it, left to right (detail::Folding, result.hpp), when
-/// the result is asked for. Every policy, depth, grain and executor, and
-/// the host backend, therefore gives the same bits for the same input, as
-/// long as chunks are whole segments: the chunk size must be a multiple of
-/// `segment` (a config_error says so otherwise). Only the partials (one T
-/// per segment) cross back. T must be trivially copyable.
+/// the result is asked for. Every policy, depth, grain and executor
+/// therefore gives the same bits for the same input, as long as chunks are
+/// whole segments: the chunk size must be a multiple of `segment` (a
+/// config_error says so otherwise). The host backend gives them too where
+/// op rounds alike on both sides (a plain sum, min, max; nvcc may fuse a
+/// multiply-add in op where the host does not). Only the partials (one T
+/// per segment) cross back. T must be trivially copyable, and small: the
+/// kernel keeps 256 of them in shared memory.
 ///
 /// Accuracy of a float sum: each element takes part in at most
 /// segment/256 - 1 lane additions, 8 tree levels and 2 log2(partials) + 1
@@ -112,7 +115,8 @@ struct Reduce {
 /// the chunk into it, launching on ctx.stream (the CUDA backend) or
 /// computing on the host (ctx.backend == Backend::host). The run's output
 /// is one R per chunk, in chunk order. Must be the last stage. R must be
-/// trivially copyable.
+/// trivially copyable and fit a kernel parameter (4 KiB before CUDA 12.1,
+/// 32 KiB after), which sets it to init on the device.
 template <class F, class R>
 struct PerChunk {
   R init{};
@@ -146,9 +150,10 @@ struct Filter {
 
 /// Emitting stage: a ChunkFn that writes up to ctx.count elements to each
 /// of its outputs (of types Out...) and stores how many at ctx.produced
-/// (device memory on the CUDA backend: its own kernel writes it), on
-/// ctx.stream. Must be the last stage; outputs are packed as for a Filter.
-/// Storing more than ctx.count fails the run with pipeline_error.
+/// (device memory on the CUDA backend: its own kernel writes it, or counts
+/// up from the 0 it holds when fn is called), on ctx.stream. Must be the
+/// last stage; outputs are packed as for a Filter. Storing more than
+/// ctx.count fails the run with pipeline_error.
 template <class F, class... Out>
 struct Emit {
   F fn{};

@@ -216,3 +216,52 @@ TEST_CASE("a Filter's plan copies the count out and lets the host-out op read th
   PlanBuilder b(Policy::stage_streams, 2, shape);
   CHECK(contains(thrown_by([&] { (void)b.begin_run(RunSpec{4, false, false, 0}); }), "every run must stage outputs"));
 }
+
+namespace {
+// Two outputs of different types, and a count that only counts up from
+// the 0 it starts at.
+struct SplitOdd {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto in = ctx.template in<0>();
+    for (std::size_t i = 0; i < ctx.count; ++i) {
+      if (in[i] % 2 == 0) continue;
+      const std::size_t k = (*ctx.produced)++;
+      ctx.template out<0>()[k] = in[i];
+      ctx.template out<1>()[k] = static_cast<double>(ctx.offset + i);
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("an Emit with two outputs packs both alike; pageable outputs too short are filled to their end") {
+  std::vector<std::uint32_t> x(25000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<std::uint32_t>(i * 2654435761u);
+  std::vector<std::uint32_t> want_v;
+  std::vector<double> want_i;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (x[i] % 2 != 0) want_v.push_back(x[i]), want_i.push_back(static_cast<double>(i));
+  }
+  auto pipe = make_host_pipeline({.chunk_elems = 999, .depth = 3}, emit<std::uint32_t, double>(SplitOdd{}));
+  pipe.set_seed(77);
+  std::vector<std::uint32_t> v(x.size(), 7);
+  std::vector<double> idx(x.size(), -1.0);
+  REQUIRE(pipe.run(x, outputs(v, idx)) == want_v.size());
+  CHECK(std::equal(want_v.begin(), want_v.end(), v.begin()));
+  CHECK(std::equal(want_i.begin(), want_i.end(), idx.begin()));
+  CHECK(idx[want_i.size()] == -1.0);
+
+  // Pageable (staged) outputs, both too short: each filled to its end.
+  const std::size_t room = want_v.size() / 2 + 17;
+  std::vector<std::uint32_t> sv(room + 5, 7);
+  std::vector<double> si(room + 5, -1.0);
+  CHECK(contains(thrown_by([&] {
+                   (void)pipe.run(x, outputs(HostSpan<std::uint32_t>{sv.data(), room, Memory::pageable},
+                                             HostSpan<double>{si.data(), room, Memory::pageable}));
+                 }),
+                 "emitted " + std::to_string(want_v.size()) + " elements"));
+  CHECK(std::equal(want_v.begin(), want_v.begin() + static_cast<std::ptrdiff_t>(room), sv.begin()));
+  CHECK(std::equal(want_i.begin(), want_i.begin() + static_cast<std::ptrdiff_t>(room), si.begin()));
+  CHECK(std::all_of(sv.begin() + static_cast<std::ptrdiff_t>(room), sv.end(), [](std::uint32_t e) { return e == 7; }));
+  CHECK(std::all_of(si.begin() + static_cast<std::ptrdiff_t>(room), si.end(), [](double e) { return e == -1.0; }));
+}

@@ -132,7 +132,7 @@ class PipelineFront {
     Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
     if (target_ == Target::device && elems != 0) {
       p.executor = ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise, chunks_for(elems),
-                                                        stage_in || stage_out, graph_after_runs);
+                                                        stage_in || stage_out || counted, graph_after_runs);
     }
     return p;
   }

@@ -91,7 +91,10 @@ class RunRanges {
         ranges_.push_back({in.data, in.data + in.size * in.elem_size, in.elem_size, false, static_cast<int>(i)});
       }
     }
-    for (std::size_t o = 0; o < e.out.size(); ++o) {
+    // A folding run's outputs are storage it owns (Endpoints::keep), which
+    // no other run's ranges can overlap until the pool hands it on, after
+    // this run let go: not ranges to check.
+    for (std::size_t o = 0; o < e.out.size() && !e.keep; ++o) {
       const auto& out = e.out[o];
       if (out.data != nullptr && out.size != 0) {
         ranges_.push_back({out.data, out.data + out.size * out.elem_size, out.elem_size, true, static_cast<int>(o)});

@@ -10,6 +10,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>

@@ -100,6 +100,8 @@ template <class F, class... X, class... I, class... O>
 void invoke_stage(Emit<F, X...>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<O>...>& outs, std::size_t chunk, std::size_t offset,
                   std::size_t count, cudaStream_t stream, const StageExtras& x) {
+  // The count starts at 0, as on the host backend: a kernel may count up.
+  CHUNKPIPE_CUDA_TRY(cudaMemsetAsync(x.produced, 0, sizeof(std::size_t), stream));
   ChunkContext<types<I...>, types<O...>> ctx{ins, outs, chunk, offset, count, ::cuda::stream_ref(stream),
                                              Backend::cuda, x.produced};
   stage.fn(ctx);
