@@ -66,6 +66,20 @@ struct EmitThrees {
                                                           ctx.template out<0>().data(), ctx.produced);
   }
 };
+// Counts up from the 0 the count holds when the functor is called.
+__global__ void emit_evens_counting_up(const std::uint32_t* in, std::size_t n, std::uint32_t* out,
+                                       std::size_t* produced) {
+  for (std::size_t i = 0; i < n; ++i) {
+    if (in[i] % 2 == 0) out[(*produced)++] = in[i];
+  }
+}
+struct EmitEvens {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    emit_evens_counting_up<<<1, 1, 0, ctx.stream.get()>>>(ctx.template in<0>().data(), ctx.count,
+                                                          ctx.template out<0>().data(), ctx.produced);
+  }
+};
 __global__ void claim(std::size_t* produced, std::size_t n) { *produced = n; }
 struct Overclaims {
   template <class Ctx>
@@ -170,6 +184,17 @@ TEST_CASE("an Emit kernel's records land packed; one that claims more than it go
     ++k;
   }
   CHECK(k == wrote);
+  // Every chunk's count starts at 0, not at what the slot held before.
+  auto evens = make_pipeline({.chunk_elems = 8192, .depth = 2}, emit<std::uint32_t>(EmitEvens{}));
+  PinnedArray<std::uint32_t> ev(n);
+  std::vector<std::uint32_t> want_ev;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (in[i] % 2 == 0) want_ev.push_back(in[i]);
+  }
+  for (int round = 0; round < 2; ++round) {
+    REQUIRE(evens.run(in, ev) == want_ev.size());
+    CHECK(std::equal(want_ev.begin(), want_ev.end(), ev.begin()));
+  }
   auto bad = make_pipeline({.chunk_elems = 8192}, emit<std::uint32_t>(Overclaims{}));
   PinnedArray<std::uint32_t> o(n);
   CHECK(contains(thrown_by([&] { (void)bad.run(in, o); }), "emitted 8197 elements from chunk 2 of 8192"));
