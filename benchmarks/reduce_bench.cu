@@ -18,6 +18,10 @@
 //   filter 10% default Options{}, filter(v >= 0.8) over the floats into a pinned range:
 //                      the copy in and the 10% kept, copied out at the same time.
 //   hand histogram     the same loop and kernel, every chunk adding into one Hist.
+//   hand filter: ...   the same loop, CUB select per chunk, the kept elements
+//                      back by the two other strategies: the whole slot copied
+//                      back and trimmed by the host, or written to their place
+//                      by a kernel with the running offset on the device.
 // Data: floats hashed from the index, uniform in [-1, 1) and exact (multiples
 // of 2^-23). The histograms count those same bytes: no second 4 GiB buffer,
 // and skewed bins (a float's high byte is an exponent byte; 0x3F and 0xBF
@@ -41,6 +45,7 @@
 // equal to the host's count, the bins summing to N.
 #include <chunkpipe/pipeline.cuh>
 #include <cub/device/device_reduce.cuh>
+#include <cub/device/device_select.cuh>
 
 #include <algorithm>
 #include <array>
@@ -171,6 +176,17 @@ struct CountValues {
     CHUNKPIPE_CUDA_TRY(cudaGetLastError());
   }
 };
+
+// The hand-written filter that keeps a running offset on the device: the
+// kept elements of a chunk go straight to their place in a pinned (mapped)
+// output by SM stores over the link, in chunk order on one stream.
+__global__ void write_kept(const float* kept, const std::size_t* count, const std::size_t* at, float* out) {
+  const std::size_t n = *count, base = *at;
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n; i += std::size_t{gridDim.x} * blockDim.x) {
+    out[base + i] = kept[i];
+  }
+}
+__global__ void advance(std::size_t* at, const std::size_t* count) { *at += *count; }
 
 // Few blocks, so that each flushes its 256 bins after many bytes.
 void launch_histogram(const std::uint8_t* in, std::size_t n, Hist* out, unsigned max_blocks, cudaStream_t s) {
@@ -410,6 +426,109 @@ int bench(const Args& a) {
     });
     got_hand_hist = h_hist[0];
   };
+  // Two hand-written filters over the same loop: each chunk selected by
+  // CUB into a per-slot buffer, its count on the device; then
+  //  - trim: the whole slot copied back (the count does not exist on the
+  //    host when the copy is queued), the host keeping the first count
+  //    elements once the copy has landed, three chunks later;
+  //  - device offset: the kept elements written to their final place by a
+  //    kernel, in chunk order on one stream, with the running offset kept
+  //    on the device.
+  std::size_t select_temp = 1;
+  CHUNKPIPE_CUDA_TRY(cub::DeviceSelect::If(nullptr, select_temp, static_cast<const float*>(nullptr),
+                                           static_cast<float*>(nullptr), static_cast<std::size_t*>(nullptr),
+                                           static_cast<int>(HandLoop::chunk / 4), Above{}));
+  chunkpipe::DeviceBuffer sel_temp[HandLoop::slots], sel_buf[HandLoop::slots];
+  for (int q = 0; q < HandLoop::slots; ++q) {
+    sel_temp[q] = chunkpipe::DeviceBuffer(select_temp);
+    sel_buf[q] = chunkpipe::DeviceBuffer(HandLoop::chunk);
+  }
+  chunkpipe::DeviceBuffer sel_counts(sizeof(std::size_t) * (HandLoop::slots + 1));
+  auto* dcount = reinterpret_cast<std::size_t*>(sel_counts.data());  // [slot], then the running offset
+  chunkpipe::PinnedArray<float> trim_slots(HandLoop::slots * HandLoop::chunk / 4);
+  chunkpipe::PinnedArray<std::size_t> trim_counts(HandLoop::slots);
+  chunkpipe::Event landed[HandLoop::slots] = {chunkpipe::Event::create(), chunkpipe::Event::create(),
+                                              chunkpipe::Event::create()};
+  chunkpipe::Stream out_stream = chunkpipe::Stream::create();
+  chunkpipe::Event selected[HandLoop::slots] = {chunkpipe::Event::create(), chunkpipe::Event::create(),
+                                                chunkpipe::Event::create()};
+  chunkpipe::Event written[HandLoop::slots] = {chunkpipe::Event::create(), chunkpipe::Event::create(),
+                                               chunkpipe::Event::create()};
+  std::size_t got_trim = 0, got_offset = 0;
+  auto select_chunk = [&](std::size_t p, std::byte* d, std::size_t n, cudaStream_t st) {
+    std::size_t tb = select_temp;
+    CHUNKPIPE_CUDA_TRY(cub::DeviceSelect::If(sel_temp[p].data(), tb, reinterpret_cast<const float*>(d),
+                                             reinterpret_cast<float*>(sel_buf[p].data()), dcount + p,
+                                             static_cast<int>(n / 4), Above{}, st));
+  };
+  auto hand_trim = [&] {
+    got_trim = 0;
+    std::size_t pending[HandLoop::slots] = {};
+    bool busy[HandLoop::slots] = {};
+    auto keep = [&](std::size_t p) {  // the host's half: the first count elements
+      CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(landed[p].get()));
+      std::memcpy(kept.data() + got_trim, trim_slots.data() + p * (HandLoop::chunk / 4), trim_counts[p] * 4);
+      got_trim += trim_counts[p];
+      busy[p] = false;
+      (void)pending;
+    };
+    hand.run(base, bytes,
+             [&](std::size_t k, std::byte* d, std::size_t n, cudaStream_t st) {
+               const std::size_t p = k % HandLoop::slots;
+               if (busy[p]) keep(p);
+               select_chunk(p, d, n, st);
+               CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(trim_slots.data() + p * (HandLoop::chunk / 4), sel_buf[p].data(), n,
+                                                  cudaMemcpyDeviceToHost, st));
+               CHUNKPIPE_CUDA_TRY(
+                   cudaMemcpyAsync(&trim_counts[p], dcount + p, sizeof(std::size_t), cudaMemcpyDeviceToHost, st));
+               CHUNKPIPE_CUDA_TRY(cudaEventRecord(landed[p].get(), st));
+               busy[p] = true;
+             },
+             [](cudaStream_t) {});
+    // The last chunks, in order: the loop ends on chunk k, so k+1 % 3 is the oldest.
+    const std::size_t chunks = (bytes + HandLoop::chunk - 1) / HandLoop::chunk;
+    for (std::size_t k = chunks > HandLoop::slots ? chunks - HandLoop::slots : 0; k < chunks; ++k) {
+      if (busy[k % HandLoop::slots]) keep(k % HandLoop::slots);
+    }
+  };
+  auto hand_offset = [&] {
+    CHUNKPIPE_CUDA_TRY(cudaMemsetAsync(dcount + HandLoop::slots, 0, sizeof(std::size_t), hand.s[0].get()));
+    CHUNKPIPE_CUDA_TRY(cudaEventRecord(written[0].get(), hand.s[0].get()));
+    CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(out_stream.get(), written[0].get(), 0));
+    std::size_t k_seen = 0;
+    hand.run(base, bytes,
+             [&](std::size_t k, std::byte* d, std::size_t n, cudaStream_t st) {
+               const std::size_t p = k % HandLoop::slots;
+               // The slot's kept buffer is free once chunk k - 3 was written out.
+               if (k >= HandLoop::slots) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(st, written[p].get(), 0));
+               select_chunk(p, d, n, st);
+               CHUNKPIPE_CUDA_TRY(cudaEventRecord(selected[p].get(), st));
+               CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(out_stream.get(), selected[p].get(), 0));
+               write_kept<<<264, 256, 0, out_stream.get()>>>(reinterpret_cast<const float*>(sel_buf[p].data()),
+                                                             dcount + p, dcount + HandLoop::slots, kept.data());
+               advance<<<1, 1, 0, out_stream.get()>>>(dcount + HandLoop::slots, dcount + p);
+               CHUNKPIPE_CUDA_TRY(cudaEventRecord(written[p].get(), out_stream.get()));
+               k_seen = k;
+             },
+             [&](cudaStream_t st) {
+               CHUNKPIPE_CUDA_TRY(cudaEventRecord(written[0].get(), out_stream.get()));
+               CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(st, written[0].get(), 0));
+               CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(&trim_counts[0], dcount + HandLoop::slots, sizeof(std::size_t),
+                                                  cudaMemcpyDeviceToHost, st));
+             });
+    (void)k_seen;
+    got_offset = trim_counts[0];
+  };
+  auto kept_check = [&](std::size_t got) -> std::string {
+    const Kept k = digest_of(kept.data(), got);
+    if (got != want_kept.count || k.digest != want_kept.digest) {
+      return "kept " + std::to_string(got) + " (host " + std::to_string(want_kept.count) + "), digest " +
+             (k.digest == want_kept.digest ? "equal" : "differs");
+    }
+    std::fill(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(got), -9.f);  // poison
+    return "";
+  };
+
   std::vector<Row> rows;
   auto floor_pass = [&] {
     issue_floor();
@@ -425,17 +544,11 @@ int bench(const Args& a) {
   rows.push_back({"histogram of bytes default", [&] { got_hist = hist_pipe.run(in_bytes); },
                   [&] { return hist_check(got_hist); }});
   rows.push_back({"filter 10% default", [&] { got_kept = filter_pipe.run(in_floats, kept); },
-                  [&]() -> std::string {
-                    const Kept k = digest_of(kept.data(), got_kept);
-                    if (got_kept != want_kept.count || k.digest != want_kept.digest) {
-                      return "kept " + std::to_string(got_kept) + " (host " + std::to_string(want_kept.count) +
-                             "), digest " + (k.digest == want_kept.digest ? "equal" : "differs");
-                    }
-                    std::fill(kept.begin(), kept.begin() + static_cast<std::ptrdiff_t>(got_kept), -9.f);  // poison
-                    return "";
-                  }});
+                  [&] { return kept_check(got_kept); }});
   rows.push_back({"hand sum: copy all, CUB per chunk", hand_sum, [&] { return sum_check(got_hand, d_hand, false); }});
   rows.push_back({"hand histogram", hand_hist, [&] { return hist_check(got_hand_hist); }});
+  rows.push_back({"hand filter: whole slot back, host trims", hand_trim, [&] { return kept_check(got_trim); }});
+  rows.push_back({"hand filter: device offset, kernel writes", hand_offset, [&] { return kept_check(got_offset); }});
 
   auto verify = [](Row& r, const std::string& when) {
     const std::string why = r.check();
