@@ -177,7 +177,7 @@ if [ $tests = 1 ]; then
   grep -hE "tests passed|tests failed|Skipped|Failed|\*\*\*" "$logs/ctest-cpu.log" "$logs/ctest-gpu.log" | tee -a "$summary"
 
   # Every example; one that was not built is a failure too.
-  for ex in overlap saxpy multistage chunk_sort prefetch streaming file_convert predict double_buffer; do
+  for ex in overlap saxpy multistage chunk_sort prefetch streaming file_convert histogram filter predict double_buffer; do
     if [ ! -x "$build/examples/$ex" ]; then
       note "example $ex was not built"
       fail "example-$ex(not built)"
@@ -186,6 +186,7 @@ if [ $tests = 1 ]; then
     case "$ex" in
       file_convert) step example-file_convert 300 "$build/examples/file_convert" --mib 2048 ;;
       predict) step example-predict 60 "$build/examples/predict" --timeline "$logs" ;;
+      histogram|filter) step "example-$ex" 120 "$build/examples/$ex" --mib 256 ;;
       # The main job, as scripts/demo.sh runs it.
       double_buffer)
         # shellcheck disable=SC2086  # demo_args is a list of words
