@@ -89,8 +89,9 @@ struct Inputs {
   std::tuple<HostSpan<const T>...> spans;
 };
 
-/// The output ranges of a run, each at least as long as the inputs (or,
-/// after a PerChunk stage, as the run has chunks).
+/// The output ranges of a run, each at least as long as the inputs (after
+/// a PerChunk stage, as the run has chunks; after a Filter or an Emit, any
+/// length: the run fails if what was emitted did not fit).
 template <class... U>
 struct Outputs {
   std::tuple<HostSpan<U>...> spans;
