@@ -9,6 +9,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "replay.hpp"
 #include "thrown.hpp"
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 
 using namespace chunkpipe;
 using test_support::contains;
+using test_support::replay;
 using test_support::thrown_by;
 
 namespace {
@@ -138,15 +140,8 @@ TEST_CASE("a Filter feeds a Sink with each chunk's elements at their packed offs
   CHECK(wrote == want.size());  // what the Sink was handed
   CHECK(got == want);
 
-  std::size_t next = 0;
-  auto src = source<std::uint32_t>([&](std::size_t, ::cuda::std::span<std::uint32_t> slot) {
-    const std::size_t k = std::min(slot.size(), x.size() - next);
-    std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k), slot.begin());
-    next += k;
-    return k;
-  });
   std::vector<std::uint32_t> out(want.size());
-  CHECK(pipe.run(std::move(src), out) == want.size());
+  CHECK(pipe.run(replay(x), out) == want.size());
   CHECK(out == want);
 
   // Back to back, every ticket its own count; the ops as issued are safe.

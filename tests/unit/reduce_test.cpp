@@ -7,6 +7,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "replay.hpp"
 #include "thrown.hpp"
 
 #include <cmath>
@@ -18,6 +19,7 @@
 
 using namespace chunkpipe;
 using test_support::contains;
+using test_support::replay;
 using test_support::thrown_by;
 
 namespace {
@@ -210,14 +212,7 @@ TEST_CASE("a Reduce over a Source, pageable memory and a stream of runs gives th
   HostPipeline<Reduce<float, Plus>> pipe({.chunk_elems = 4096, .depth = 3}, reduce(0.f, Plus{}, 1024));
   pipe.set_seed(5);
   CHECK(bits(pipe.run(x)) == bits(want));  // pageable: staged in
-  std::size_t next = 0;
-  auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
-    const std::size_t k = std::min(slot.size(), x.size() - next);
-    std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k), slot.begin());
-    next += k;
-    return k;
-  });
-  CHECK(bits(pipe.run(std::move(src))) == bits(want));
+  CHECK(bits(pipe.run(replay(x))) == bits(want));
 
   // Back to back: each ticket folds its own run, dropped tickets included.
   std::vector<std::vector<float>> batches;
@@ -328,12 +323,5 @@ TEST_CASE("an Accumulate merges its records in chunk order, from ranges and from
   const Trace got = pipe.run(x);
   CHECK(got.hash == want);
   CHECK(got.chunks == (n + chunk - 1) / chunk);
-  std::size_t next = 0;
-  auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
-    const std::size_t k = std::min(slot.size(), n - next);
-    std::fill(slot.begin(), slot.begin() + static_cast<std::ptrdiff_t>(k), 1.f);
-    next += k;
-    return k;
-  });
-  CHECK(pipe.run(std::move(src)).hash == want);
+  CHECK(pipe.run(replay(x)).hash == want);
 }
