@@ -8,8 +8,9 @@
 //
 //   runs     64 run_async of 16 MiB (and 1, 4, 64 MiB) back to back, then
 //            wait for all: against one run of the whole GiB with the same
-//            options, and against a hand-written 4-slot loop over the same
-//            chunks. Options{} throughout.
+//            options, against a hand-written 4-slot loop over the same
+//            chunks, and against the same runs issued one by one
+//            (Options::coalesce off). Options{} otherwise.
 //   windows  one 1 GiB run at windows of 64 KiB to 64 MiB: chunkpipe's
 //            default (only the window set: below 2 MiB it schedules this
 //            Map-only pipeline in larger units) and fixed policies at the
@@ -20,7 +21,8 @@
 //            (so the GPU does not drain them while they are issued), per run
 //            and per op, against the hand-written loop issuing the same
 //            copies and kernels; chunkpipe's cost beyond its ops is the
-//            difference.
+//            difference (runs issued one by one), and the default's cost per
+//            run, which issues these contiguous runs in groups.
 //
 // Every variant is checked against the closed form first (outputs poisoned
 // before), then timed in interleaved rounds with CUDA events (the first
@@ -251,18 +253,27 @@ int main(int argc, char** argv) {
     for (std::size_t rm : a.run_mib) {
       const std::size_t run_elems = std::min(total, rm * kMiB / sizeof(float));
       Pipe pipe(chunkpipe::Options{}, chunkpipe::Map<Fma>{f});
-      std::vector<chunkpipe::RunTicket> t_one, t_many;
+      // The same runs, each issued on its own (Options::coalesce off).
+      Pipe apart(chunkpipe::Options{.coalesce = false}, chunkpipe::Map<Fma>{f});
+      std::vector<chunkpipe::RunTicket> t_one, t_many, t_apart;
       std::vector<Variant> vs;
       vs.push_back(stream_of_runs("one run of the whole GiB", one, in.data(), out.data(), total, total, t_one));
       vs.back().predicted = predict(one, total, total, machine, ns);
       vs.push_back(stream_of_runs(std::to_string(total / run_elems) + " runs back to back", pipe, in.data(), out.data(),
                                   total, run_elems, t_many));
-      vs.back().predicted = predict(pipe, total, run_elems, machine, ns);
+      // Runs shorter than the unit are issued in groups of a unit or more
+      // while the GPU is busy: the simulator sees the groups.
+      const std::size_t unit = pipe.geometry().chunk_elems;
+      const std::size_t group = run_elems >= unit ? run_elems : (unit + run_elems - 1) / run_elems * run_elems;
+      vs.back().predicted = predict(pipe, total, group, machine, ns);
       HandLoop hand(total, std::min(run_elems, pipe.geometry().chunk_elems), in.data(), out.data(), f);
       vs.push_back(hand_variant("hand-written 4-slot loop", hand));
+      vs.push_back(stream_of_runs("the same runs, coalesce off", apart, in.data(), out.data(), total, run_elems,
+                                  t_apart));
+      vs.back().predicted = predict(apart, total, run_elems, machine, ns);
       std::vector<float> ref;
       ok = check(vs[2], in.data(), out.data(), total, f, &ref) && ok;
-      for (int k = 0; k < 2; ++k) ok = check(vs[static_cast<std::size_t>(k)], in.data(), out.data(), total, f, &ref) && ok;
+      for (std::size_t k : {0, 1, 3}) ok = check(vs[k], in.data(), out.data(), total, f, &ref) && ok;
       time_rounds(clock, vs, a.rounds);
       for (Variant& v : vs) {
         const example::Timing t = example::summarise(v.ms);
@@ -273,8 +284,9 @@ int main(int argc, char** argv) {
         csv.push_back({"runs", v.name, static_cast<double>(run_elems * sizeof(float)) / kKiB, t.median, t.min, t.max,
                        vs_one, vs_hand, issue, v.predicted, "one run"});
       }
-      std::printf("%10s one run / back to back = %.3f (goal for 16 MiB runs: >= 0.97; for 1 MiB: >= 0.85)\n", "",
-                  1.0 / paired_ratio(vs[1], vs[0]));
+      std::printf("%10s one run / back to back = %.3f (goal for 16 MiB runs: >= 0.97; for 1 MiB: >= 0.85); "
+                  "coalesce off %.3f; runs issued together %zu\n",
+                  "", 1.0 / paired_ratio(vs[1], vs[0]), 1.0 / paired_ratio(vs[3], vs[0]), pipe.runs_coalesced());
     }
   }
 
@@ -366,8 +378,17 @@ int main(int argc, char** argv) {
                            static_cast<double>(n_runs - 1);
     std::printf("%-40s %12.2f %12.2f %14s\n", "hand-written 4-slot loop (per chunk)", hand_us, hand_us / 3, "-");
     csv.push_back({"host", "hand-written 4-slot loop", 1024, 0, 0, 0, 0, 0, hand_us, -1, "per chunk"});
-    for (chunkpipe::Policy policy : {chunkpipe::Policy::slot_streams, chunkpipe::Policy::automatic}) {
-      Pipe pipe(chunkpipe::Options{.depth = policy == chunkpipe::Policy::slot_streams ? 4 : 3, .policy = policy},
+    // Runs issued one by one (coalesce off: each pays its own ops), then
+    // the default, which issues these contiguous runs in groups.
+    struct HostVariant {
+      chunkpipe::Policy policy;
+      bool coalesce;
+    };
+    for (HostVariant hv : {HostVariant{chunkpipe::Policy::slot_streams, false},
+                           HostVariant{chunkpipe::Policy::automatic, false}, HostVariant{chunkpipe::Policy::automatic, true}}) {
+      const chunkpipe::Policy policy = hv.policy;
+      Pipe pipe(chunkpipe::Options{.depth = policy == chunkpipe::Policy::slot_streams ? 4 : 3, .policy = policy,
+                                   .coalesce = hv.coalesce},
                 chunkpipe::Map<Fma>{f});
       std::vector<chunkpipe::RunTicket> tickets;
       const double us = gated(
@@ -389,7 +410,8 @@ int main(int argc, char** argv) {
                         static_cast<double>(n_runs - 1);
       for (auto& t : tickets) t.wait();
       const std::string name = "chunkpipe " + std::string(chunkpipe::to_string(pipe.geometry().policy)) + " d" +
-                               std::to_string(pipe.geometry().depth) + " (per run of 1 chunk)";
+                               std::to_string(pipe.geometry().depth) +
+                               (hv.coalesce ? " (coalesced runs)" : " (per run of 1 chunk)");
       // A slot_streams run issues the hand loop's three calls plus the
       // event that marks it complete; the rest is chunkpipe's bookkeeping.
       std::printf("%-40s %12.2f %12.2f %14.2f\n", name.c_str(), us, us / 3, us - hand_us);

@@ -142,7 +142,10 @@ class ChunkedPipeline {
   /// nothing is queued before it; a run that stages pageable memory or uses
   /// a Source or Sink, and any run queued behind one, by a chunkpipe
   /// thread, so run_async() never waits for earlier runs. The ranges must stay alive
-  /// and untouched until the run is waited for.
+  /// and untouched until the run is waited for. A small run that continues
+  /// the one before it, queued while that one is still on the GPU, may be
+  /// held a little and issued together with it and the next ones
+  /// (Options::coalesce); waiting for its ticket issues it at once.
   ///
   /// A run whose ranges overlap those of a run still in flight, where
   /// either writes (its input is that run's output, say), is refused with
@@ -204,6 +207,10 @@ class ChunkedPipeline {
 
   /// The link the reports' floor is computed against (see measure.cuh).
   void set_link(const LinkModel& link) { runner_->set_link(link); }
+
+  /// How many runs so far were issued together with others, sharing their
+  /// copies (Options::coalesce). Never blocks.
+  std::size_t runs_coalesced() const noexcept { return runner_->runs_coalesced(); }
 
   /// What the graph executor has done: graphs built, updated and replayed,
   /// and what the last of each cost on the host. Never blocks on the GPU.

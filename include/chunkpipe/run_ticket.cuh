@@ -87,6 +87,17 @@ class EventPool {
   std::vector<Event> free_;
 };
 
+/// Whoever may hold a run back before issuing it (a pipeline coalescing
+/// small runs, Options::coalesce): asked to issue what it holds now,
+/// because something is about to wait for it.
+class HeldRuns {
+ public:
+  virtual void issue_held() noexcept = 0;
+
+ protected:
+  ~HeldRuns() = default;
+};
+
 /// Everything one run owns or needs to finish. Written by the thread that
 /// issues the run and by host workers, read by whoever waits: every field
 /// shared between them is atomic or guarded by `mutex`.
@@ -114,6 +125,21 @@ struct RunState {
   std::string executor_note;              ///< why it ran on streams when graphs were asked for
 
   std::atomic<bool> source_ended{false};  ///< a Source returned a short chunk
+
+  // Coalescing (Options::coalesce). `holder` is set before the ticket is
+  // handed out and never changed; `carrier`, the run this one was issued
+  // inside, is written before `issued` is set and read after.
+  std::weak_ptr<HeldRuns> holder;
+  std::shared_ptr<RunState> carrier;
+
+  /// Asks the pipeline to issue this run now if it holds it back. Never
+  /// blocks on the GPU; call it holding none of the pipeline's locks.
+  void issue_if_held() noexcept {
+    if (auto h = holder.lock()) h->issue_held();
+  }
+  /// The events that mark the run complete on the device: its carrier's
+  /// when it was issued inside another run. Read once issued.
+  const std::vector<Event>& device_tails() const noexcept { return carrier ? carrier->tails : tails; }
 
   /// Marks every op issued (or the run abandoned before its first).
   void mark_issued() {
@@ -204,9 +230,10 @@ inline void RunState::enqueue_wait(cudaStream_t stream) {
   }
   // A run queued behind a staged run is issued by the pipeline's thread;
   // its completion events exist once it is.
+  issue_if_held();
   wait_issued();
   if (failed()) std::rethrow_exception(completion.error());
-  for (const Event& e : tails) {
+  for (const Event& e : device_tails()) {
     if (e) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, e.get(), 0));
   }
 }
@@ -216,7 +243,16 @@ inline void RunState::wait() {
   if (!waited_) {
     // Whether or not it failed, nothing the run queued may still be running
     // when this returns.
+    issue_if_held();
     wait_issued();
+    if (carrier) {
+      // Issued inside another run: complete when it is, failed if it failed.
+      try {
+        carrier->wait();
+      } catch (...) {
+        fail(std::current_exception());
+      }
+    }
     {
       std::unique_lock<std::mutex> lock(mutex);
       cv.wait(lock, [&] { return host_pending == 0; });
@@ -253,6 +289,7 @@ inline bool RunState::ready() {
     std::lock_guard<std::mutex> lock(mutex);
     if (!issued || host_pending != 0) return false;
   }
+  if (carrier) return carrier->ready();
   // `tails` is fixed once the run is issued.
   for (const Event& e : tails) {
     if (!e) continue;
@@ -338,7 +375,8 @@ class RunTicket {
   /// blocking the host. Only for runs whose ranges are all pinned or device
   /// memory; wait() is still needed to learn of errors a kernel raises.
   /// Blocks only if the run is queued behind a staged run that is still
-  /// being issued (until it is issued). Throws pipeline_error for a run that
+  /// being issued (until it is issued); a run held back to share copies
+  /// with the next (Options::coalesce) is issued first. Throws pipeline_error for a run that
   /// ends on host threads (it stages pageable memory, or reads a Source or
   /// feeds a Sink): a stream cannot wait for those, call wait(). Throws the
   /// run's own error if it failed while being issued, and cuda_error if
@@ -355,11 +393,13 @@ class RunTicket {
   /// (only a run queued behind a staged run waits for that).
   Executor executor() const {
     if (!state_) return Executor::streams;
+    state_->issue_if_held();
     state_->wait_issued();
     return state_->executor;
   }
   std::string executor_note() const {
     if (!state_) return {};
+    state_->issue_if_held();
     state_->wait_issued();
     return state_->executor_note;
   }

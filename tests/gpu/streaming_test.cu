@@ -3,19 +3,23 @@
 // pageable, sources and sinks, every policy) against a host reference with
 // poisoned outputs; the ops as issued pass the hazard check; a failing run
 // in the middle fails alone; ordering after user streams, events and
-// tickets; runs that would race are refused.
+// tickets; runs that would race are refused; small runs that continue
+// each other are issued together (Options::coalesce) and still complete
+// one by one.
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 using namespace chunkpipe;
@@ -275,4 +279,194 @@ TEST_CASE("a pipeline destroyed with runs in flight waits for them", "[gpu][stre
     REQUIRE(out[i] == Chain{}(x[i]));
     REQUIRE(y[i] == Chain{}(x[i]));
   }
+}
+
+namespace {
+
+// Keeps a stream busy for about `ns` nanoseconds of GPU time.
+__global__ void busy_for(long long ns) {
+  const long long start = clock64();
+  while (clock64() - start < ns * 2) {  // at most 2 GHz: at least ns
+  }
+}
+
+// A pipeline's first run held up on the device for `ms` behind a stream of
+// ours, so that the small runs queued after it find the GPU busy.
+RunTicket gated_run(ChunkedPipeline<Map<Chain>>& pipe, const Stream& user, float* in, float* out, std::size_t n,
+                    int ms) {
+  busy_for<<<1, 1, 0, user.get()>>>(static_cast<long long>(ms) * 1'000'000);
+  CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+  return pipe.run_async(pinned(host_span(in, n)), pinned(host_span(out, n)), after(::cuda::stream_ref(user.get())));
+}
+
+// Sizes of `runs` consecutive small runs, each under `most` elements.
+std::vector<std::size_t> small_sizes(int runs, std::size_t most, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<std::size_t> size(1, most - 1);
+  std::vector<std::size_t> sizes;
+  for (int r = 0; r < runs; ++r) sizes.push_back(size(rng));
+  return sizes;
+}
+
+std::size_t wrong_of(const PinnedArray<float>& out, std::size_t from, std::size_t to, unsigned salt, int times = 1) {
+  std::size_t wrong = 0;
+  for (std::size_t i = from; i < to; ++i) {
+    float want = value_at(i, salt);
+    for (int k = 0; k < times; ++k) want = Chain{}(want);
+    wrong += out[i] == want ? 0 : 1;
+  }
+  return wrong;
+}
+
+}  // namespace
+
+TEST_CASE("small runs that continue each other are issued together; every ticket gets its own data",
+          "[gpu][streaming][coalesce]") {
+  for (bool coalesce : {true, false}) {
+    ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3, .record_issued = true, .coalesce = coalesce});
+    const std::size_t unit = pipe.geometry().chunk_elems;
+    const int runs = 64;
+    // Runs of up to a twentieth of the unit: several units' worth in all,
+    // so the held runs are issued both by filling a unit and by the waits.
+    const auto sizes = small_sizes(runs, unit / 20, 11);
+    std::size_t total = 16;  // the gated run's
+    for (std::size_t s : sizes) total += s;
+    PinnedArray<float> in(total), out(total);
+    for (std::size_t i = 0; i < total; ++i) in[i] = value_at(i, 21);
+    poison(out);
+    Stream user = Stream::create();
+    std::vector<RunTicket> tickets{gated_run(pipe, user, in.data(), out.data(), 16, 300)};
+    std::size_t off = 16;
+    for (std::size_t s : sizes) {
+      tickets.push_back(pipe.run_async(pinned(host_span(in.data() + off, s)), pinned(host_span(out.data() + off, s))));
+      off += s;
+    }
+    // Waiting for a held run issues it; the last first.
+    for (auto it = tickets.rbegin(); it != tickets.rend(); ++it) it->wait();
+    CHECK(wrong_of(out, 0, total, 21) == 0);
+    // Every small run was held behind the gated one; they went in groups
+    // of a unit or more (a group of one is issued as itself).
+    std::size_t joined = 0, group = 0, elems = 0;
+    for (std::size_t s : sizes) {
+      ++group;
+      elems += s;
+      if (elems >= unit) {
+        joined += group > 1 ? group : 0;
+        group = elems = 0;
+      }
+    }
+    joined += group > 1 ? group : 0;
+    CHECK(joined > static_cast<std::size_t>(runs) / 2);
+    CHECK(pipe.runs_coalesced() == (coalesce ? joined : 0));
+    // The ops as issued (the joined runs' own ops included) are hazard-free.
+    CHECK(check_hazards(pipe.issued_plan()).ok());
+  }
+}
+
+TEST_CASE("held runs are issued by enqueue_wait, by a run that does not continue them, and by the GPU going idle",
+          "[gpu][streaming][coalesce]") {
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16, .depth = 3});
+  const std::size_t unit = pipe.geometry().chunk_elems;
+  const std::size_t n = unit / 8;  // eight such runs fill a unit
+  Stream user = Stream::create();
+  PinnedArray<float> in(4 * n + 16), out(4 * n + 16), apart(n), apart_out(n), chained(2 * n);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = value_at(i, 31);
+  for (std::size_t i = 0; i < n; ++i) apart[i] = value_at(i, 32);
+
+  SECTION("enqueue_wait on a held run issues it; a stream of ours then sees its output") {
+    poison(out);
+    RunTicket gate = gated_run(pipe, user, in.data(), out.data(), 16, 100);
+    RunTicket a = pipe.run_async(pinned(host_span(in.data() + 16, n)), pinned(host_span(out.data() + 16, n)));
+    RunTicket b = pipe.run_async(pinned(host_span(in.data() + 16 + n, n)), pinned(host_span(out.data() + 16 + n, n)));
+    Stream mine = Stream::create();
+    b.enqueue_wait(::cuda::stream_ref(mine.get()));
+    CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(mine.get()));
+    CHECK(wrong_of(out, 16 + n, 16 + 2 * n, 31) == 0);
+    CHECK(b.executor() == Executor::streams);
+    a.wait();
+    b.wait();
+    gate.wait();
+    CHECK(wrong_of(out, 0, 16 + 2 * n, 31) == 0);
+    CHECK(pipe.runs_coalesced() == 2);
+  }
+  SECTION("a run that does not continue the held ones goes after them, and a run after(a held one) waits for it") {
+    poison(out);
+    poison(apart_out);
+    poison(chained);
+    RunTicket gate = gated_run(pipe, user, in.data(), out.data(), 16, 100);
+    RunTicket a = pipe.run_async(pinned(host_span(in.data() + 16, n)), pinned(host_span(out.data() + 16, n)));
+    RunTicket b = pipe.run_async(pinned(host_span(in.data() + 16 + n, n)), pinned(host_span(out.data() + 16 + n, n)));
+    RunTicket c = pipe.run_async(apart, apart_out);  // elsewhere: a and b are issued first
+    // Reads what a and b write: ordered after them, on the device.
+    RunTicket d = pipe.run_async(pinned(host_span(out.data() + 16, 2 * n)), chained, after(a, b));
+    d.wait();
+    c.wait();
+    CHECK(wrong_of(out, 0, 16 + 2 * n, 31) == 0);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += apart_out[i] == Chain{}(apart[i]) ? 0 : 1;
+    CHECK(wrong == 0);
+    wrong = 0;
+    for (std::size_t i = 0; i < 2 * n; ++i) wrong += chained[i] == Chain{}(Chain{}(value_at(16 + i, 31))) ? 0 : 1;
+    CHECK(wrong == 0);
+    a.wait();
+    b.wait();
+    gate.wait();
+    CHECK(pipe.runs_coalesced() == 2);
+  }
+  SECTION("with nothing waiting, held runs are issued once the work ahead of them is done") {
+    poison(out);
+    RunTicket gate = gated_run(pipe, user, in.data(), out.data(), 16, 50);
+    std::vector<RunTicket> held;
+    for (std::size_t k = 0; k < 3; ++k) {
+      held.push_back(
+          pipe.run_async(pinned(host_span(in.data() + 16 + k * n, n)), pinned(host_span(out.data() + 16 + k * n, n))));
+    }
+    // ready() never issues anything; only the pipeline's watcher can.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!held.back().ready() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    REQUIRE(held.back().ready());
+    for (auto& t : held) t.wait();
+    gate.wait();
+    CHECK(wrong_of(out, 0, 16 + 3 * n, 31) == 0);
+    CHECK(pipe.runs_coalesced() == 3);
+  }
+  SECTION("runs in place continue each other too") {
+    PinnedArray<float> data(4 * n + 16);
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = value_at(i, 31);
+    RunTicket gate = gated_run(pipe, user, data.data(), data.data(), 16, 100);
+    std::vector<RunTicket> held;
+    for (std::size_t k = 0; k < 4; ++k) {
+      auto slice = pinned(host_span(data.data() + 16 + k * n, n));
+      held.push_back(pipe.run_async(slice, slice));
+    }
+    for (auto& t : held) t.wait();
+    gate.wait();
+    CHECK(wrong_of(data, 0, data.size(), 31) == 0);
+    CHECK(pipe.runs_coalesced() == 4);
+  }
+}
+
+TEST_CASE("a pipeline destroyed with held runs issues and waits for them", "[gpu][streaming][coalesce]") {
+  const std::size_t n = 1 << 12;
+  PinnedArray<float> in(8 * n + 16), out(8 * n + 16);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = value_at(i, 41);
+  poison(out);
+  std::vector<RunTicket> tickets;
+  Stream user = Stream::create();
+  std::size_t coalesced = 0;
+  {
+    ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16});
+    tickets.push_back(gated_run(pipe, user, in.data(), out.data(), 16, 100));
+    for (std::size_t k = 0; k < 8; ++k) {
+      tickets.push_back(
+          pipe.run_async(pinned(host_span(in.data() + 16 + k * n, n)), pinned(host_span(out.data() + 16 + k * n, n))));
+    }
+    coalesced = pipe.runs_coalesced();  // none issued yet: all eight are held
+  }
+  CHECK(coalesced == 0);
+  for (auto& t : tickets) REQUIRE(t.ready());
+  for (auto& t : tickets) t.wait();
+  CHECK(wrong_of(out, 0, out.size(), 41) == 0);
 }

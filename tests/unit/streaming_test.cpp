@@ -387,3 +387,53 @@ TEST_CASE("after(ticket) on the host backend takes tickets of the same pipeline 
   t.wait();
   REQUIRE(t.ready());
 }
+
+TEST_CASE("a run continues another only where every range picks up exactly where the other's ended",
+          "[streaming][coalesce]") {
+  std::vector<float> a(300), b(300);
+  std::vector<double> c(300);
+  const auto at = [](auto& v, std::size_t i) { return reinterpret_cast<std::byte*>(v.data() + i); };
+  // Two inputs (float, double) and one output, 100 elements, then 50 more.
+  auto run = [&](std::size_t from, std::size_t n) {
+    detail::Endpoints e;
+    e.in.push_back({at(a, from), sizeof(float), n, false, {}});
+    e.in.push_back({reinterpret_cast<std::byte*>(c.data() + from), sizeof(double), n, false, {}});
+    e.out.push_back({at(b, from), sizeof(float), false, n, {}});
+    return e;
+  };
+  const detail::Endpoints first = run(0, 100);
+  CHECK(detail::continues(first, 100, run(100, 50), 50));
+  detail::Endpoints joined = first;
+  detail::append_run(joined, run(100, 50));
+  CHECK(joined.in[0].size == 150);
+  CHECK(joined.in[1].size == 150);
+  CHECK(joined.out[0].size == 150);
+  CHECK(detail::continues(joined, 150, run(150, 7), 7));
+
+  // Anything else does not continue it.
+  CHECK_FALSE(detail::continues(first, 100, run(101, 50), 50));  // a gap
+  CHECK_FALSE(detail::continues(first, 100, run(99, 50), 50));   // an overlap
+  CHECK_FALSE(detail::continues(first, 100, run(0, 100), 100));  // the same range again
+  CHECK_FALSE(detail::continues(first, 100, run(100, 0), 0));    // an empty run
+  auto changed = [&](auto&& change) {
+    detail::Endpoints next = run(100, 50);
+    change(next);
+    return detail::continues(first, 100, next, 50);
+  };
+  CHECK_FALSE(changed([&](detail::Endpoints& e) { e.out[0].data = at(b, 101); }));  // only the output jumps
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.in[0].elem_size = 2; }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.in[0].staged = true; }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.out[0].staged = true; }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.in.pop_back(); }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.out[0].size = 51; }));  // an output longer than the run
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.per_record = 2; }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.packed = std::make_shared<detail::Packed>(); }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.keep = std::make_shared<int>(0); }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) { e.finish = [] {}; }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) {
+    e.in[0].produce = [](std::size_t, void*, std::size_t) { return std::size_t{0}; };
+  }));
+  CHECK_FALSE(changed([](detail::Endpoints& e) {
+    e.out[0].consume = [](std::size_t, std::size_t, const void*, std::size_t) {};
+  }));
+}

@@ -28,6 +28,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
+#include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
@@ -111,9 +114,20 @@ class CudaRunner {
         exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
     exec_.set_logging(options.record_issued);
     graphs_.set_logging(options.record_issued);
+    holder_->runner = this;
   }
 
   ~CudaRunner() {
+    {
+      // Tickets may outlive the pipeline: from now on they hold no run.
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      release_held_locked();
+    }
+    {
+      std::lock_guard<std::mutex> lock(holder_->mutex);
+      holder_->runner = nullptr;
+    }
+    watcher_.stop();
     quiesce();
     unregister_all();
   }
@@ -169,6 +183,18 @@ class CudaRunner {
   /// Waits for every run queued so far, ignoring their errors (their
   /// tickets report them). Blocks.
   void wait_all() {
+    {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      release_held_locked();
+    }
+    drain_all();
+  }
+
+  /// Runs issued together with others (Options::coalesce) so far.
+  std::size_t runs_coalesced() const noexcept { return coalesced_.load(std::memory_order_relaxed); }
+
+  /// Waits for everything issued and being issued; held runs stay held.
+  void drain_all() {
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     DeviceGuard guard(device_);
@@ -203,6 +229,7 @@ class CudaRunner {
 
   /// The most recent graph built, with its edges read back (Options::record_issued).
   IssuedGraph issued_graph() {
+    issue_held();
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     return graphs_.last_built();
@@ -210,6 +237,7 @@ class CudaRunner {
 
   /// Every op issued so far, as the executor issued it (Options::record_issued).
   Plan issued_plan() {
+    issue_held();
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     if (!driver_) return Plan{};
@@ -220,7 +248,8 @@ class CudaRunner {
   /// pinned. Throws cuda_error if unregistering fails.
   void release_registrations() {
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    wait_all();
+    release_held_locked();
+    drain_all();
     DeviceGuard guard(device_);
     {
       // Cached graphs may copy from those ranges: forget them first.
@@ -259,6 +288,11 @@ class CudaRunner {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
+    // A run this one follows may be held back by its pipeline (this one
+    // included): it must be issued before this run can wait for it.
+    for (const RunTicket& t : order.tickets) {
+      if (t.state()) t.state()->issue_if_held();
+    }
     std::lock_guard<std::mutex> lock(submit_mutex_);
     if (health_->broken) {
       throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
@@ -296,6 +330,13 @@ class CudaRunner {
     in_flight_.check(ranges, exempt);
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
+    // Options::coalesce: a small run that continues the held ones joins
+    // them; any other run issues them first, so runs keep their order.
+    const IssueFn issue_fn = &CudaRunner::template issue<in_types>;
+    const bool small = joinable(n, spec, order);
+    if (held_ && !(small && held_->issue == issue_fn && ::chunkpipe::detail::continues(held_->ends, held_->elems, *ends, n))) {
+      release_held_locked();
+    }
     if (n != 0) {
       prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out,
               [this] { return out_shape<in_types>(); });
@@ -347,6 +388,15 @@ class CudaRunner {
       return RunTicket(run);
     }
 
+    if (small && executor == Executor::streams && hold(run, *ends, n, issue_fn)) {
+      ++runs_started_;
+      in_flight_.add(run, ranges);
+      last_ = run;
+      if (held_ && held_->elems >= front_.geometry().chunk_elems) release_held_locked();
+      return RunTicket(run);
+    }
+    release_held_locked();  // a run that did not join: the held ones go first
+
     // The caller issues a run that nothing blocks on the host: no staging,
     // nothing queued before it here, and every run it follows issued (a run
     // of another pipeline may still wait for that pipeline's thread).
@@ -357,8 +407,145 @@ class CudaRunner {
     ++runs_started_;
     in_flight_.add(run, ranges);
     last_ = run;
+    on_gpu_ = run;
     if (inline_issue) issue<in_types>(run, spec, n, index);
     return RunTicket(run);
+  }
+
+  // -- Coalescing (Options::coalesce) ------------------------------------
+  //
+  // Small runs that continue each other are held while the GPU is busy
+  // with earlier work and issued as one run over their joined ranges (the
+  // carrier); each keeps its own ticket, which completes with the carrier.
+  // Held runs are issued, in order, by whichever comes first: the next run
+  // that does not continue them, a unit's worth held, a ticket being waited
+  // for (HeldRuns), or a watcher on the pipeline's thread that sees the
+  // work ahead finish. All of it under submit_mutex_.
+
+  using IssueFn = void (CudaRunner::*)(const std::shared_ptr<RunState>&, const RunSpec&, std::size_t,
+                                       std::size_t) noexcept;
+
+  struct Held {
+    std::vector<std::shared_ptr<RunState>> runs;  // the tickets' runs, in order
+    Endpoints ends;                               // their joined ranges
+    std::size_t elems = 0;
+    std::size_t index = 0;  // the first run's number (NVTX)
+    IssueFn issue = nullptr;  // issue<In> for the runs' input types
+  };
+
+  // What tickets call to have their held run issued; outlives the runner.
+  struct Holder final : HeldRuns {
+    std::mutex mutex;
+    CudaRunner* runner = nullptr;  // guarded by mutex; null once the runner is going
+    void issue_held() noexcept override {
+      std::lock_guard<std::mutex> lock(mutex);
+      if (runner) runner->issue_held();
+    }
+  };
+
+  // Whether a run may be held to share copies with the runs after it.
+  bool joinable(std::size_t n, const RunSpec& spec, const After& order) const noexcept {
+    const Options& o = front_.options();
+    return o.coalesce && PipelineFront<Stages...>::all_elementwise && !PipelineFront<Stages...>::folds_result &&
+           !PipelineFront<Stages...>::counted && o.executor != Executor::graphs && !o.profile && n != 0 &&
+           n != unknown_length && n < front_.geometry().chunk_elems && !spec.stage_in && !spec.stage_out &&
+           order.streams.empty() && order.events.empty() && order.tickets.empty();
+  }
+
+  // Joins `run` to the held runs (which it continues), or holds it if the
+  // GPU is still busy with the run queued before it. False: issue it now.
+  bool hold(const std::shared_ptr<RunState>& run, const Endpoints& ends, std::size_t n, IssueFn fn) {
+    if (held_) {
+      ::chunkpipe::detail::append_run(held_->ends, ends);
+      held_->elems += n;
+    } else {
+      if (!on_gpu_ || on_gpu_->ready()) return false;  // holding would only leave the GPU idle
+      held_.emplace();
+      held_->ends = ends;
+      held_->elems = n;
+      held_->index = runs_started_;
+      held_->issue = fn;
+      const std::uint64_t gen = held_gen_.load(std::memory_order_relaxed);
+      watcher_.push([this, gen] { watch_held(gen); });
+    }
+    run->holder = holder_;
+    run->elems = n;
+    run->chunks = 1;
+    held_->runs.push_back(run);
+    return true;
+  }
+
+  // Issues the held runs, if any: as themselves if only one, else as one
+  // carrier run. Under submit_mutex_.
+  void release_held_locked() {
+    if (!held_) return;
+    held_gen_.fetch_add(1, std::memory_order_relaxed);  // the watcher of these stops
+    Held h = std::move(*held_);
+    held_.reset();
+    std::shared_ptr<RunState> carrier = h.runs.front();
+    if (h.runs.size() > 1) {
+      carrier = std::make_shared<RunState>();
+      carrier->device = device_;
+      carrier->health = health_;
+      carrier->pool = pool_;
+      carrier->ends = std::make_shared<const Endpoints>(std::move(h.ends));
+      coalesced_.fetch_add(h.runs.size(), std::memory_order_relaxed);
+    } else {
+      h.runs.clear();
+    }
+    const RunSpec spec = ::chunkpipe::detail::spec_for(*carrier->ends, h.elems, front_.geometry().chunk_elems);
+    on_gpu_ = carrier;
+    auto job = [this, carrier, runs = std::move(h.runs), spec, n = h.elems, index = h.index, fn = h.issue] {
+      (this->*fn)(carrier, spec, n, index);
+      for (const auto& r : runs) {
+        r->carrier = carrier;
+        r->executor = carrier->executor;
+        if (carrier->failed()) r->fail(carrier->completion.error());
+        r->mark_issued();
+      }
+    };
+    if (worker_.idle()) {
+      job();
+    } else {
+      worker_.push(std::move(job));
+    }
+  }
+
+  // For tickets (HeldRuns) and for calls that wait for every run.
+  void issue_held() noexcept {
+    try {
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      release_held_locked();
+    } catch (...) {
+      // Only the lock or a push can throw; the watcher still issues them.
+    }
+  }
+
+  // On the watcher thread: issues the held runs once the run queued
+  // before them is done on the GPU, unless something issued them first.
+  // Polls (every few us, so as not to crowd the driver) and tries the lock,
+  // so that it never stands in the way of a caller.
+  void watch_held(std::uint64_t gen) noexcept {
+    using clock = std::chrono::steady_clock;
+    auto next = clock::now();
+    while (held_gen_.load(std::memory_order_relaxed) == gen) {
+      if (clock::now() >= next) {
+        std::unique_lock<std::mutex> lock(submit_mutex_, std::try_to_lock);
+        if (lock.owns_lock()) {
+          if (held_gen_.load(std::memory_order_relaxed) != gen) return;
+          if (!on_gpu_ || on_gpu_->ready()) {
+            try {
+              release_held_locked();
+            } catch (...) {
+              // A push that failed for memory: the runs' waits issue them.
+            }
+            return;
+          }
+        }
+        next = clock::now() + std::chrono::microseconds(4);
+      }
+      std::this_thread::yield();
+    }
   }
 
   // Issues one run through the driver. Never throws: what goes wrong is
@@ -641,11 +828,19 @@ class CudaRunner {
   NvtxName graph_run_name_{"chunkpipe graph run"};
   std::unordered_map<std::size_t, int> shape_runs_;  // guarded by submit_mutex_: runs per element count
 
+  // Coalescing, guarded by submit_mutex_ but for the two atomics.
+  std::optional<Held> held_;
+  std::shared_ptr<RunState> on_gpu_;             // the last run queued for the GPU
+  std::atomic<std::uint64_t> held_gen_{0};       // bumped whenever held runs are issued
+  std::atomic<std::size_t> coalesced_{0};        // runs issued together with others
+  std::shared_ptr<Holder> holder_ = std::make_shared<Holder>();
+
   mutable std::mutex stats_mutex_;
   GraphStats graph_stats_;     // guarded by stats_mutex_
   std::string graph_refused_;  // guarded by stats_mutex_: why no stage of this pipeline can be a graph
 
-  IssueWorker worker_;  // last: stopped first, before what its jobs use goes
+  IssueWorker watcher_;  // runs watch_held(), apart from worker_ so that it never delays an issue
+  IssueWorker worker_;   // last: stopped first, before what its jobs use goes
 };
 
 }  // namespace chunkpipe::detail

@@ -156,7 +156,7 @@ class GraphExecutor {
     }
     for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, g.get(), 0));
     for (const auto& before : st.after_runs) {
-      for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, t.get(), 0));
+      for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, t.get(), 0));
     }
     const auto t0 = std::chrono::steady_clock::now();
     CHUNKPIPE_CUDA_TRY(cudaGraphLaunch(e->exec.get(), L));

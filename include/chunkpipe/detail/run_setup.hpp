@@ -69,6 +69,44 @@ inline RunSpec spec_for(const Endpoints& e, std::size_t n, std::size_t chunk_ele
   return s;
 }
 
+/// Whether run `next` (of `next_n` elements) may be issued as a
+/// continuation of run `prev` (of `prev_n`; Options::coalesce): every range
+/// of both holds exactly its run's elements, every input and output of
+/// `next` starts where the same one of `prev` ends, with the same element
+/// size, and neither run stages, reads a Source, feeds a Sink, or makes
+/// records or counts. Such a pair is one run over the joined ranges to an element-wise
+/// pipeline, which cannot see where one ended. Never throws.
+inline bool continues(const Endpoints& prev, std::size_t prev_n, const Endpoints& next, std::size_t next_n) noexcept {
+  auto plain = [](const Endpoints& e, std::size_t n) {
+    if (n == 0 || e.in.empty() || e.per_record != 1 || e.keep || e.packed || e.finish || e.abort) return false;
+    for (const auto& in : e.in) {
+      if (in.staged || in.produce || in.data == nullptr || in.size != n) return false;
+    }
+    for (const auto& out : e.out) {
+      if (out.staged || out.consume || out.data == nullptr || out.size != n) return false;
+    }
+    return true;
+  };
+  if (!plain(prev, prev_n) || !plain(next, next_n) || prev.in.size() != next.in.size() || prev.out.size() != next.out.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < prev.in.size(); ++i) {
+    const auto &a = prev.in[i], &b = next.in[i];
+    if (a.elem_size != b.elem_size || a.data + a.size * a.elem_size != b.data) return false;
+  }
+  for (std::size_t o = 0; o < prev.out.size(); ++o) {
+    const auto &a = prev.out[o], &b = next.out[o];
+    if (a.elem_size != b.elem_size || a.data + a.size * a.elem_size != b.data) return false;
+  }
+  return true;
+}
+
+/// Extends `into` over the ranges of `next`, which continues it (continues()).
+inline void append_run(Endpoints& into, const Endpoints& next) noexcept {
+  for (std::size_t i = 0; i < into.in.size(); ++i) into.in[i].size += next.in[i].size;
+  for (std::size_t o = 0; o < into.out.size(); ++o) into.out[o].size += next.out[o].size;
+}
+
 /// One host range a run reads or writes, as bytes.
 struct RangeRef {
   const std::byte* lo = nullptr;

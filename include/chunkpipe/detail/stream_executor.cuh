@@ -148,7 +148,7 @@ class StreamExecutor {
       // The run's first op on this stream: after what the run was told to follow.
       for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, g.get(), 0));
       for (const auto& before : st.after_runs) {
-        for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, t.get(), 0));
+        for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, t.get(), 0));
       }
       run.started[q] = 1;
     }
@@ -279,7 +279,7 @@ class StreamExecutor {
         if (gated) {
           for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(g.get()));
           for (const auto& before : st.after_runs) {
-            for (const Event& t : before->tails) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(t.get()));
+            for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(t.get()));
           }
         }
         for (int i = 0; i < n_queues; ++i) queues[i]->wait_done(positions[i]);
