@@ -205,7 +205,8 @@ struct RunState {
   void build_report();
   void release() noexcept;
   std::mutex wait_mutex_;  // one waiter at a time does the work
-  bool waited_ = false;    // guarded by wait_mutex_
+  // Written under wait_mutex_; ready() reads it without.
+  std::atomic<bool> waited_{false};
 };
 
 inline RunState::~RunState() {
@@ -240,7 +241,7 @@ inline void RunState::enqueue_wait(cudaStream_t stream) {
 
 inline void RunState::wait() {
   std::lock_guard<std::mutex> waiting(wait_mutex_);
-  if (!waited_) {
+  if (!waited_.load(std::memory_order_relaxed)) {
     // Whether or not it failed, nothing the run queued may still be running
     // when this returns.
     issue_if_held();
@@ -278,13 +279,16 @@ inline void RunState::wait() {
     } catch (...) {
       fail(std::current_exception());
     }
-    waited_ = true;
     release();
+    waited_.store(true, std::memory_order_release);
   }
   completion.conclude();
 }
 
 inline bool RunState::ready() {
+  // A run waited for is over: no need to ask CUDA (a pipeline asks every
+  // run it still remembers, and a stream of runs leaves hundreds).
+  if (waited_.load(std::memory_order_acquire)) return true;
   {
     std::lock_guard<std::mutex> lock(mutex);
     if (!issued || host_pending != 0) return false;
