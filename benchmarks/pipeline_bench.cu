@@ -460,6 +460,7 @@ int bench(const Args& a, int engines) {
         const char* name;
         chunkpipe::Policy policy;
         int depth;
+        int lanes = 0;  // Options::kernel_lanes
       };
       const Cfg cfgs[] = {{"cp serial", chunkpipe::Policy::serial, 1},
                           {"cp slot_streams d2", chunkpipe::Policy::slot_streams, 2},
@@ -471,6 +472,11 @@ int bench(const Args& a, int engines) {
                           {"cp stage_streams d4", chunkpipe::Policy::stage_streams, 4},
                           {"cp stage_streams d8", chunkpipe::Policy::stage_streams, 8},
                           {"cp stage_streams d16", chunkpipe::Policy::stage_streams, 16},
+                          {"cp stage_streams d3 lanes 2", chunkpipe::Policy::stage_streams, 3, 2},
+                          {"cp stage_streams d4 lanes 2", chunkpipe::Policy::stage_streams, 4, 2},
+                          {"cp stage_streams d4 lanes 3", chunkpipe::Policy::stage_streams, 4, 3},
+                          {"cp auto lanes 2", chunkpipe::Policy::automatic, chunkpipe::default_depth, 2},
+                          {"cp auto lanes 3", chunkpipe::Policy::automatic, chunkpipe::default_depth, 3},
                           {"cp auto", chunkpipe::Policy::automatic, chunkpipe::default_depth}};
       const chunkpipe::Machine machine = c.machine(static_cast<double>(total * sizeof(T)), engines);
       std::vector<std::unique_ptr<Pipe>> pipes;
@@ -478,7 +484,7 @@ int bench(const Args& a, int engines) {
         // On streams: the schedules as planned, op by op (graphs_bench
         // measures the graph executor).
         const chunkpipe::Options o{.chunk_elems = chunk, .depth = cfg.depth, .policy = cfg.policy,
-                                   .executor = chunkpipe::Executor::streams};
+                                   .executor = chunkpipe::Executor::streams, .kernel_lanes = cfg.lanes};
         pipes.push_back(std::make_unique<Pipe>(o, chunkpipe::Map<ChainedFma<T>>{f}));
         Pipe* pipe = pipes.back().get();
         const chunkpipe::Plan plan = pipe->plan_for(total);

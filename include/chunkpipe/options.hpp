@@ -115,6 +115,13 @@ struct Options {
   /// its own. false: every run is issued as it comes. The host backend
   /// ignores it.
   bool coalesce = true;
+  /// stage_streams (and the automatic policy): streams each stage's
+  /// kernels take turns on, chunk by chunk (PlanShape::kernel_lanes), so a
+  /// compute-bound stage's kernels of consecutive chunks overlap. 0 lets
+  /// the policy choose (default_kernel_lanes); at most max_kernel_lanes, and
+  /// never more than the slots. serial and slot_streams take only 0 or 1
+  /// (their kernels already run on one stream per slot).
+  int kernel_lanes = 0;
 };
 
 /// Staging threads per direction that a machine with enough cores gets by
@@ -138,7 +145,13 @@ struct Geometry {
   Policy policy;
   int depth;                 ///< slots of `chunk_elems` each
   std::size_t chunk_elems;   ///< scheduling unit
+  int kernel_lanes = 1;      ///< streams per stage (stage_streams; 1 otherwise)
 };
+
+/// Kernel lanes the automatic choice (Options::kernel_lanes 0) gives stage_streams.
+inline constexpr int default_kernel_lanes = 1;
+/// Most kernel lanes Options::kernel_lanes may ask for.
+inline constexpr int max_kernel_lanes = 8;
 
 /// Fewest chunks a run needs before the automatic executor gives it a
 /// graph. A graph run starts after everything before it and ends before
@@ -196,6 +209,15 @@ inline void validate_options(const Options& o) {
   }
   if (o.device < -1) throw config_error("chunkpipe: device must be -1 or a device ordinal (got " +
                                         std::to_string(o.device) + ")");
+  if (o.kernel_lanes < 0 || o.kernel_lanes > max_kernel_lanes) {
+    throw config_error("chunkpipe: kernel_lanes must be 0 (the policy chooses) to " +
+                       std::to_string(max_kernel_lanes) + " (got " + std::to_string(o.kernel_lanes) + ")");
+  }
+  if (o.kernel_lanes > 1 && (o.policy == Policy::serial || o.policy == Policy::slot_streams)) {
+    throw config_error("chunkpipe: kernel_lanes " + std::to_string(o.kernel_lanes) + " is for stage_streams (or "
+                       "the automatic policy); " + std::string(to_string(o.policy)) +
+                       " runs each slot's kernels on that slot's own stream");
+  }
 }
 
 /// `n` rounded up to a multiple of `m`.
@@ -215,6 +237,14 @@ enum class Target : std::uint8_t { device, host };
 /// segment). Throws config_error for a grain that would need more than
 /// max_slots slots, and for a window, or an explicit grain, that is not a
 /// multiple of `unit_multiple`.
+/// `g` with the kernel lanes `o` asks for: stage_streams only, and never
+/// more than the slots (a lane beyond them would never get a chunk).
+inline Geometry with_kernel_lanes(Geometry g, const Options& o) noexcept {
+  const int lanes = o.kernel_lanes != 0 ? o.kernel_lanes : default_kernel_lanes;
+  g.kernel_lanes = g.policy == Policy::stage_streams ? std::max(1, std::min(lanes, g.depth)) : 1;
+  return g;
+}
+
 inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target target,
                                  std::size_t unit_multiple = 1) {
   const Resolved r = resolve(o.policy, o.depth);
@@ -236,7 +266,7 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
     const std::size_t budget = o.memory_elems != 0 ? o.memory_elems : default_chunk_elems * default_depth;
     const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth)) / m * m;
     if (unit > o.chunk_elems) g.chunk_elems = unit;
-    return g;
+    return with_kernel_lanes(g, o);
   }
   if (all_elementwise && r.policy == Policy::stage_streams && grain != 0 && grain < o.chunk_elems) {
     // Same memory, finer steps: p grains per window, depth x p slots.
@@ -256,7 +286,7 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
     if (m > 1) pieces = (o.chunk_elems + g.chunk_elems - 1) / g.chunk_elems;
     g.depth = r.depth * static_cast<int>(pieces);
   }
-  return g;
+  return with_kernel_lanes(g, o);
 }
 
 }  // namespace detail

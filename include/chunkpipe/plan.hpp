@@ -83,6 +83,12 @@ struct PlanShape {
   /// and the host-out op that reads it copies out what was emitted, from
   /// the device buffer, so it reads that buffer too. Every run stages out.
   bool variable_out = false;
+  /// stage_streams: streams per stage. Chunk c's op of each stage runs on
+  /// lane c % kernel_lanes, so kernels of consecutive chunks may run at
+  /// once: a compute-bound kernel leaves SMs idle at its tail, which the
+  /// next chunk's kernel can fill. Copies keep one stream per direction.
+  /// Other policies ignore it. At least 1.
+  int kernel_lanes = 1;
 };
 
 /// One queue of a plan.
@@ -300,6 +306,7 @@ class PlanBuilder {
 
   Policy policy_;
   int depth_;
+  int lanes_ = 1;  // streams per stage (PlanShape::kernel_lanes; stage_streams only)
   PlanShape shape_;
   std::vector<Queue> queues_;
   std::vector<Step> steps_;

@@ -47,6 +47,15 @@ TEST_CASE("bad options are named", "[errors]") {
   REQUIRE(contains(message_of([] { HostPipeline<Map<Twice>>({.device = -2}); }), "device"));
   REQUIRE(contains(message_of([] { HostPipeline<Map<Twice>>({.chunk_elems = 1 << 30, .grain_elems = 1}); }),
                    "grain_elems"));
+  REQUIRE(contains(message_of([] { HostPipeline<Map<Twice>>({.kernel_lanes = -1}); }), "kernel_lanes"));
+  REQUIRE(contains(message_of([] { HostPipeline<Map<Twice>>({.kernel_lanes = max_kernel_lanes + 1}); }),
+                   "kernel_lanes"));
+  REQUIRE(contains(message_of([] { HostPipeline<Map<Twice>>({.policy = Policy::slot_streams, .kernel_lanes = 2}); }),
+                   "stage_streams"));
+  // Never more lanes than slots.
+  REQUIRE(HostPipeline<Map<Twice>>({.depth = 2, .policy = Policy::stage_streams, .kernel_lanes = 4})
+              .geometry()
+              .kernel_lanes == 2);
 }
 
 TEST_CASE("bad ranges are named and nothing is written", "[errors]") {

@@ -263,3 +263,31 @@ TEST_CASE("a plan missing its events gives wrong output on some execution order"
     for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == Fma{2.f, 0.5f}(x[i]));
   }
 }
+
+TEST_CASE("kernel lanes give the reference in shuffled orders, staged or not", "[host][lanes]") {
+  const Fma f{0.999f, 0.0625f}, g{1.001f, -0.03125f};
+  const std::size_t n = 1000;
+  const std::vector<float> x = random_floats(n, 5);
+  for (int lanes : {2, 3}) {
+    for (int depth : {2, 3, 5}) {
+      for (std::uint64_t seed : {0u, 3u, 11u}) {
+        for (bool stage : {false, true}) {
+          HostPipeline<Map<Fma>, Map<Fma>> pipe(
+              {.chunk_elems = 64, .depth = depth, .policy = Policy::stage_streams, .kernel_lanes = lanes}, Map<Fma>{f},
+              Map<Fma>{g});
+          REQUIRE(pipe.geometry().kernel_lanes == std::min(lanes, depth));
+          pipe.set_seed(seed);
+          std::vector<float> y = poisoned<float>(n);
+          if (stage) {
+            pipe.run(x, y);
+          } else {
+            pipe.run(pinned(x), pinned(y));
+          }
+          INFO("lanes " << lanes << " depth " << depth << " seed " << seed << " staged " << stage);
+          for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == g(f(x[i])));
+          REQUIRE(check_hazards(pipe.issued_plan()).ok());
+        }
+      }
+    }
+  }
+}

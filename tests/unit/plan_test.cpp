@@ -237,3 +237,42 @@ TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe"
   staged.stage_out = true;
   for (const Op& op : make_plan(Policy::stage_streams, 16, staged, 64).ops) REQUIRE(op.signal);
 }
+
+TEST_CASE("kernel lanes: consecutive chunks' stages take turns on their own streams, and stay safe",
+          "[plan][hazards][lanes]") {
+  for (int lanes : {1, 2, 3, 4}) {
+    for (int depth = 1; depth <= 9; ++depth) {
+      for (const PlanShape& base : shapes()) {
+        PlanShape shape = base;
+        shape.kernel_lanes = lanes;
+        for (std::size_t chunks : {std::size_t{1}, std::size_t{5}, std::size_t{40}}) {
+          const Plan plan = make_plan(Policy::stage_streams, depth, shape, chunks);
+          INFO("lanes " << lanes << " depth " << depth << " stages " << shape.stages << " chunks " << chunks);
+          const HazardReport report = check_hazards(plan);
+          INFO(report);
+          REQUIRE(report.ok());
+          // h2d, stages x lanes, d2h, then the host queues.
+          std::size_t device = 0;
+          for (const Queue& q : plan.queues) device += q.kind == QueueKind::device ? 1 : 0;
+          REQUIRE(device == 2 + static_cast<std::size_t>(shape.stages * lanes));
+          std::set<int> h2d, d2h;
+          for (const Op& op : plan.ops) {
+            if (op.kind == OpKind::h2d) h2d.insert(op.queue);
+            if (op.kind == OpKind::d2h) d2h.insert(op.queue);
+            if (op.kind != OpKind::stage) continue;
+            // Chunk c's stage s on lane c % lanes.
+            REQUIRE(op.queue == 1 + op.stage * lanes + static_cast<int>(op.chunk % static_cast<std::size_t>(lanes)));
+          }
+          REQUIRE(h2d.size() == 1);
+          REQUIRE(d2h.size() == 1);
+        }
+      }
+    }
+  }
+  // Other policies have no lanes to give.
+  PlanShape shape;
+  shape.kernel_lanes = 3;
+  REQUIRE(make_plan(Policy::slot_streams, 4, shape, 8).queues.size() == 4);
+  shape.kernel_lanes = 0;
+  REQUIRE_THROWS_AS(make_plan(Policy::stage_streams, 4, shape, 8), config_error);
+}

@@ -374,7 +374,8 @@ class CudaRunner {
     if (run->profile) {
       Report& r = run->report;
       const Geometry& g = front_.geometry();
-      r.label = std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth);
+      r.label = std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
+                (g.kernel_lanes > 1 ? ", " + std::to_string(g.kernel_lanes) + " kernel lanes" : std::string());
       r.policy = g.policy;
       r.depth = g.depth;
       r.chunk_elems = g.chunk_elems;

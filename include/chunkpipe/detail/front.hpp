@@ -105,6 +105,7 @@ class PipelineFront {
     s.stage_in = stage_in;
     s.stage_out = stage_out || counted;
     s.variable_out = counted;
+    s.kernel_lanes = geometry_.kernel_lanes;
     return s;
   }
 

@@ -97,6 +97,11 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
                        std::to_string(shape_.in_place.size()) + " entries for " +
                        std::to_string(shape_.stages) + " stages");
   }
+  if (shape_.kernel_lanes < 1) {
+    throw config_error("chunkpipe: PlanShape::kernel_lanes must be at least 1, got " +
+                       std::to_string(shape_.kernel_lanes));
+  }
+  lanes_ = policy_ == Policy::stage_streams ? shape_.kernel_lanes : 1;
   const bool mixed = shape_.per_run_staging;
   const bool can_stage_in = mixed || shape_.stage_in;
   if (shape_.variable_out) shape_.stage_out = true;  // only a host-out op knows what to copy
@@ -119,7 +124,12 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
       break;
     case Policy::stage_streams:
       queues_.push_back({QueueKind::device, "h2d"});
-      for (int i = 0; i < shape_.stages; ++i) queues_.push_back({QueueKind::device, "stage " + std::to_string(i)});
+      for (int i = 0; i < shape_.stages; ++i) {
+        for (int l = 0; l < lanes_; ++l) {
+          queues_.push_back({QueueKind::device, "stage " + std::to_string(i) +
+                                                    (lanes_ > 1 ? " lane " + std::to_string(l) : std::string())});
+        }
+      }
       queues_.push_back({QueueKind::device, "d2h"});
       break;
     case Policy::automatic: break;  // rejected above
@@ -200,6 +210,9 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   // ring, at most 8, keeps three quarters of the slack.
   // The batch divides the depth, so the ops waited for across laps are
   // exactly the last of each batch, and the rest need not signal.
+  // With kernel lanes a batch's stage ops are on several streams; the
+  // substitution below only ever waits for a later op on the same stream,
+  // and the hazard check covers every lane count (plan_test).
   if (policy_ == Policy::stage_streams) {
     const auto d = static_cast<std::size_t>(depth_);
     for (std::size_t m = std::min<std::size_t>(d / 4, 8); m > 1; --m) {
@@ -247,8 +260,10 @@ inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
     case Policy::slot_streams: return static_cast<int>(chunk % static_cast<std::size_t>(depth_));
     case Policy::stage_streams:
       if (step.kind == OpKind::h2d) return 0;
-      if (step.kind == OpKind::stage) return 1 + step.stage;
-      return 1 + shape_.stages;  // d2h
+      if (step.kind == OpKind::stage) {
+        return 1 + step.stage * lanes_ + static_cast<int>(chunk % static_cast<std::size_t>(lanes_));
+      }
+      return 1 + shape_.stages * lanes_;  // d2h
     default: return 0;
   }
 }
