@@ -241,7 +241,9 @@ TEST_CASE("deep stage_streams rings batch their slot-reuse waits, and stay safe"
 TEST_CASE("kernel lanes: consecutive chunks' stages take turns on their own streams, and stay safe",
           "[plan][hazards][lanes]") {
   for (int lanes : {1, 2, 3, 4}) {
-    for (int depth = 1; depth <= 9; ++depth) {
+    // Deep rings too: the automatic policy's grains give 24 slots and more,
+    // where slot-reuse waits are batched (a quarter of the ring).
+    for (int depth : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 24, 32}) {
       for (const PlanShape& base : shapes()) {
         PlanShape shape = base;
         shape.kernel_lanes = lanes;

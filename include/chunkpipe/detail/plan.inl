@@ -210,10 +210,10 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   // ring, at most 8, keeps three quarters of the slack.
   // The batch divides the depth, so the ops waited for across laps are
   // exactly the last of each batch, and the rest need not signal.
-  // With kernel lanes a batch's stage ops are on several streams; the
-  // substitution below only ever waits for a later op on the same stream,
-  // and the hazard check covers every lane count (plan_test).
-  if (policy_ == Policy::stage_streams) {
+  // Not with kernel lanes: a batch's stage ops are then on several
+  // streams, so the batch's last one does not imply the others, and those
+  // record no event to wait for.
+  if (policy_ == Policy::stage_streams && lanes_ == 1) {
     const auto d = static_cast<std::size_t>(depth_);
     for (std::size_t m = std::min<std::size_t>(d / 4, 8); m > 1; --m) {
       if (d % m == 0) {
