@@ -11,6 +11,7 @@
 #include <thrust/execution_policy.h>
 #include <thrust/sort.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
