@@ -15,7 +15,7 @@
 // This umbrella header brings in everything: the plan (plan.hpp), the hazard
 // check (hazards.hpp), stages (stage.hpp), ranges (io.hpp), options
 // (options.hpp), reports (report.hpp), folding runs' results (result.hpp),
-// the simulator (simulate.hpp), the CUDA
+// the simulator (simulate.hpp), the decision (decide.hpp), the CUDA
 // resources (memory.cuh), run tickets and after() (run_ticket.cuh), and the
 // machinery behind ChunkedPipeline in detail/: the driver (driver.hpp), the
 // CUDA stream executor (stream_executor.cuh), the CUDA graph executor
@@ -24,6 +24,7 @@
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/decide.hpp>
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/hazards.hpp>
 #include <chunkpipe/io.hpp>

@@ -14,9 +14,17 @@
 // chunks copy in, kernel, copy out) costs about half the serial chain, not
 // the slowest stage.
 //
-// What it leaves out: launch latency on the host (it assumes the host
-// enqueues faster than the GPU drains), caches, clocks, and a kernel that
-// shares the SMs with another; every kernel has the SMs to itself.
+// A kernel's last wave leaves SMs idle (Machine::kernel_tail_elems): the
+// next kernel of its stream waits for it, a kernel of another stream may
+// start (kernel lanes, slot_streams), which is the whole difference
+// between one kernel stream and several for a compute-bound stage.
+//
+// The host issues device ops one after another (Machine::host_issue_us),
+// and no op starts before it is issued.
+//
+// What it leaves out: caches, clocks, host work beyond issuing (events
+// waited on by host threads cost nothing there), and kernels that share
+// the SMs otherwise; apart from tails, one kernel has the SMs at a time.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -38,6 +46,18 @@ struct Machine {
   double host_copy_gbps = 0.0;
   /// Fixed cost of every op (copy, kernel or host copy) in microseconds.
   double op_overhead_us = 0.0;
+  /// A kernel's tail: at its end, the time its last this-many elements
+  /// take (at its stage's per-element time; all of it for a smaller
+  /// kernel) is spent in a partly filled last wave. A kernel of another
+  /// stream may start then; one of its own stream waits for it. 0: no
+  /// tail, every kernel has the SMs to itself to its end.
+  double kernel_tail_elems = 0.0;
+  /// Host time to issue one device op (a copy or a kernel with its waits
+  /// and events), in microseconds: one thread issues them in plan order,
+  /// and an op cannot start before it is issued. That is what bounds small
+  /// chunks: at a 64 KiB window a chunk's copies take about 1.2 us each
+  /// way on the H200, its issue about 9. 0: the host is never the limit.
+  double host_issue_us = 0.0;
 };
 
 /// The work a plan's ops do.
@@ -113,8 +133,10 @@ namespace machines {
 /// H200 test machine on 2026-11-29 with pinned memory, 1 GiB per figure:
 /// about 54.5 GB/s each way and 98.5 GB/s in total both ways at once (see
 /// benchmarks/RESULTS.md, whose double_buffer component passes of that day
-/// read 55.3, 55.1 and 101.0 GB/s); asyncEngineCount 3. Per-copy latency,
-/// per-op overhead and the host copy rate are assumed until measured.
+/// read 55.3, 55.1 and 101.0 GB/s); asyncEngineCount 3. Kernel tails and
+/// the host's issue cost measured 2026-12-02 (detail/simulate.inl says
+/// how). Per-copy latency, per-op overhead and the host copy rate are
+/// assumed until measured.
 Machine h200_pcie5();
 
 /// An NVIDIA Tesla T4 on PCIe Gen3 x16. Bandwidths from a published

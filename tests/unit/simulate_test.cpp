@@ -243,7 +243,11 @@ TEST_CASE("a short last chunk costs its share, chunks past the end cost nothing"
 }
 
 TEST_CASE("every prediction honours queue order, waits and one op per resource", "[simulate]") {
-  const Machine m = machines::h200_pcie5();
+  // Without kernel tails, during which another stream's kernel may start
+  // (tested below), and with the host issuing ops as it would.
+  Machine m = machines::h200_pcie5();
+  m.kernel_tail_elems = 0.0;
+  m.host_issue_us = 3.0;
   for (Policy policy : {Policy::serial, Policy::slot_streams, Policy::stage_streams}) {
     for (int depth : {1, 2, 3, 5}) {
       for (int staging = 0; staging < 4; ++staging) {
@@ -372,4 +376,66 @@ TEST_CASE("the simulator refuses what it cannot model", "[simulate][errors]") {
   REQUIRE_THROWS_AS(map_workload(0, 1 << 20, 1.0), config_error);
   REQUIRE_THROWS_AS(map_workload(1 << 20, 1 << 20, -1.0), config_error);
   REQUIRE_THROWS_AS(map_workload(1 << 20, 1 << 20, std::nan("")), config_error);
+}
+
+TEST_CASE("kernel tails: the next kernel of another stream starts in them, one of the same stream waits",
+          "[simulate][lanes]") {
+  // Copies cost nearly nothing: the kernels decide. 64 chunks of 2^20
+  // elements at 1 ns each (1.048576 ms a kernel), of which the last 2^17
+  // elements' time (0.131072 ms) is the tail.
+  Machine m = machines::h200_pcie5();
+  m.link.h2d_gbps = m.link.d2h_gbps = m.link.both_gbps = 1e6;
+  m.link.latency_us = 0.0;
+  m.op_overhead_us = 0.0;
+  m.kernel_tail_elems = 131072.0;
+  Workload w = map_workload(64 << 20, 1 << 20, 64 * 1.048576);
+  const double body = 1.048576, tail = 0.131072;
+  auto run = [&](Policy policy, int depth, int lanes) {
+    PlanShape shape;
+    shape.kernel_lanes = lanes;
+    return simulate(make_plan(policy, depth, shape, 64), w, m);
+  };
+  // One kernel stream: every kernel waits for the one before, tail and all.
+  CHECK(near(makespan_ms(run(Policy::stage_streams, 3, 1)), 64 * (body + tail), 1e-3));
+  // Two lanes, or a stream per slot: each kernel starts in the previous
+  // one's tail, so only the last tail shows.
+  for (const Report& r : {run(Policy::stage_streams, 3, 2), run(Policy::slot_streams, 3, 1)}) {
+    CHECK(near(makespan_ms(r), 64 * body + tail, 1e-3));
+    // Kernels overlap by at most a tail.
+    std::vector<const TimedOp*> k;
+    for (const TimedOp& t : r.ops) {
+      if (t.kind == OpKind::stage) k.push_back(&t);
+    }
+    std::sort(k.begin(), k.end(), [](const TimedOp* a, const TimedOp* b) { return a->start_ms < b->start_ms; });
+    for (std::size_t i = 1; i < k.size(); ++i) REQUIRE(k[i - 1]->end_ms - k[i]->start_ms <= tail + 1e-9);
+  }
+  // A kernel smaller than the tail is all tail.
+  Workload small = map_workload(64 << 10, 1 << 10, 64 * 1.024e-3);
+  PlanShape shape;
+  shape.kernel_lanes = 1;
+  const Report r = simulate(make_plan(Policy::stage_streams, 3, shape, 64), small, m);
+  for (const TimedOp& t : r.ops) {
+    if (t.kind == OpKind::stage) CHECK(near(t.end_ms - t.start_ms, 2 * 1.024e-3, 1e-9));
+  }
+}
+
+TEST_CASE("host issue: small chunks are paced by the host, large ones by the link", "[simulate]") {
+  Machine m = machines::h200_pcie5();
+  m.host_issue_us = 3.0;
+  const std::size_t elems = std::size_t{1} << 28;  // 1 GiB of float
+  auto predict = [&](std::size_t chunk) {
+    Workload w = map_workload(elems, chunk, 1.0);
+    PlanShape shape;
+    const Plan plan = make_plan(Policy::slot_streams, 4, shape, (elems + chunk - 1) / chunk);
+    return makespan_ms(simulate(plan, w, m));
+  };
+  // 64 KiB chunks: 16384 chunks of three device ops, 3 us each to issue.
+  const double issue_ms = 16384 * 3 * 3.0e-3;
+  CHECK(predict(1 << 14) >= issue_ms);
+  CHECK(predict(1 << 14) <= issue_ms * 1.05);
+  // 8 MiB chunks: 128 chunks, 1.15 ms of issuing, far under the link's time.
+  m.host_issue_us = 0.0;
+  const double unpaced = predict(1 << 21);
+  m.host_issue_us = 3.0;
+  CHECK(near(predict(1 << 21), unpaced, 0.01 * unpaced));
 }

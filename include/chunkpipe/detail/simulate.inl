@@ -95,6 +95,8 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   require_figure(link.latency_us, "link.latency_us", false);
   require_figure(machine.op_overhead_us, "op_overhead_us", false);
   require_figure(machine.host_copy_gbps, "host_copy_gbps", false);
+  require_figure(machine.kernel_tail_elems, "kernel_tail_elems", false);
+  require_figure(machine.host_issue_us, "host_issue_us", false);
   if (link.copy_engines < 1) {
     throw config_error("chunkpipe: simulate: link.copy_engines must be at least 1, got " +
                        std::to_string(link.copy_engines));
@@ -152,6 +154,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   const bool one_engine = link.copy_engines == 1;
   std::vector<int> resource(n);
   std::vector<double> fixed_ms(n), transfer_bytes(n, 0.0);
+  std::vector<double> tail_ms(n, 0.0);  // of fixed_ms: a kernel's last wave, with the SMs free for another stream's
   for (std::size_t i = 0; i < n; ++i) {
     const Op& op = plan.ops[i];
     const std::size_t elems = elems_of(i);
@@ -172,10 +175,14 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
         fixed_ms[i] = overhead + link.latency_us * 1e-3;
         transfer_bytes[i] = static_cast<double>(t.bytes);
         break;
-      case OpKind::stage:
+      case OpKind::stage: {
         resource[i] = sms;
-        fixed_ms[i] = overhead + static_cast<double>(elems) * work.stage_ns_per_elem[static_cast<std::size_t>(op.stage)] * 1e-6;
+        const double ns = work.stage_ns_per_elem[static_cast<std::size_t>(op.stage)];
+        const double tail = std::min(static_cast<double>(elems), machine.kernel_tail_elems) * ns * 1e-6;
+        fixed_ms[i] = overhead + static_cast<double>(elems) * ns * 1e-6 + tail;
+        tail_ms[i] = tail;
         break;
+      }
       case OpKind::host_in:
       case OpKind::host_out:
         t.bytes = op.kind == OpKind::host_in ? elems * work.in_bytes_per_elem : out_bytes(elems);
@@ -216,13 +223,33 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   std::vector<std::size_t> running(resources, idle);
   std::vector<double> fixed_end(n, 0.0), remaining(n, 0.0);
   std::vector<bool> transferring(n, false);
+  std::vector<std::pair<double, std::size_t>> tailing;  // (end, op): kernels in their tails, SMs let go
   std::size_t done = 0;
   double now = 0.0;
+
+  // When the host has issued each op: device ops one after another, in
+  // plan order (host ops are their threads' own work).
+  std::vector<double> issued_at(n, 0.0);
+  if (machine.host_issue_us > 0.0) {
+    double t = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (plan.queues[static_cast<std::size_t>(plan.ops[i].queue)].kind != QueueKind::device) continue;
+      t += machine.host_issue_us * 1e-3;
+      issued_at[i] = t;
+    }
+  }
+  std::priority_queue<std::pair<double, std::size_t>, std::vector<std::pair<double, std::size_t>>,
+                      std::greater<std::pair<double, std::size_t>>>
+      unissued;  // (issue time, op): ready but not yet issued by the host
 
   // An op with nothing to do (a chunk past the end) finishes the moment it
   // is ready and holds no resource; otherwise it queues for its resource.
   std::vector<std::size_t> finished;  // ops that finished at `now`, successors not yet released
   auto make_ready = [&](std::size_t i) {
+    if (issued_at[i] > now) {
+      unissued.push({issued_at[i], i});
+      return;
+    }
     if (fixed_ms[i] == 0.0 && transfer_bytes[i] == 0.0 && report.ops[i].elems == 0) {
       report.ops[i].start_ms = report.ops[i].end_ms = now;
       finished.push_back(i);
@@ -253,7 +280,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
       ready[r].pop();
       running[r] = i;
       report.ops[i].start_ms = now;
-      fixed_end[i] = now + fixed_ms[i];
+      fixed_end[i] = now + fixed_ms[i] - tail_ms[i];
       remaining[i] = transfer_bytes[i];
       transferring[i] = false;
     }
@@ -277,6 +304,14 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
       any = true;
       step = std::min(step, transferring[i] ? remaining[i] / rate_of(i) : fixed_end[i] - now);
     }
+    for (const auto& t : tailing) {
+      any = true;
+      step = std::min(step, t.first - now);
+    }
+    if (!unissued.empty()) {
+      any = true;
+      step = std::min(step, unissued.top().first - now);
+    }
     if (!any) break;
     step = std::max(step, 0.0);
 
@@ -299,12 +334,33 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
         }
       }
       if (ends) {
-        report.ops[i].end_ms = then;
         running[r] = idle;
-        finished.push_back(i);
+        if (tail_ms[i] > 0.0) {
+          tailing.push_back({then + tail_ms[i], i});  // its last wave: the SMs are free for another stream
+        } else {
+          report.ops[i].end_ms = then;
+          finished.push_back(i);
+        }
+      }
+    }
+    for (std::size_t k = 0; k < tailing.size();) {
+      // Within a rounding error of the step, as for fixed ends above.
+      if (tailing[k].first - now <= step * (1.0 + 1e-12)) {
+        report.ops[tailing[k].second].end_ms = then;
+        finished.push_back(tailing[k].second);
+        tailing[k] = tailing.back();
+        tailing.pop_back();
+      } else {
+        ++k;
       }
     }
     now = then;
+    while (!unissued.empty() && unissued.top().first <= now * (1.0 + 1e-12)) {
+      const std::size_t i = unissued.top().second;
+      unissued.pop();
+      issued_at[i] = now;  // issued: make_ready queues it now
+      make_ready(i);
+    }
     release();  // the ready queues order by (time, id), so release order does not matter
   }
 
@@ -361,6 +417,18 @@ inline Machine h200_pcie5() {
   m.host_copy_gbps = 10.0;
   // Assumed: the gap between two dependent ops on the GPU, launch-scale.
   m.op_overhead_us = 1.0;
+  // Measured on the H200 on 2026-12-02 (pipeline_bench, 4096 FMAs per
+  // element, benchmarks/RESULTS.md "Kernel lanes"): one kernel stream loses
+  // 9 to 10 us per kernel against several, the time 65536 elements of that
+  // kernel take (0.147 ns each). With it, the simulator's figures for one
+  // and for two lanes came within 0.4% of the measured ones at 4 to 256 MiB.
+  m.kernel_tail_elems = 65536.0;
+  // Measured on the H200 on 2026-12-01 and 2026-12-02 (streams_bench's host
+  // section: ops queued behind a gate, so the host's time alone): a
+  // hand-written loop issues a chunk's three ops in 6.7 to 11.6 us, 2.2 to
+  // 3.9 us an op, depending on the machine's day; chunkpipe's ops cost about
+  // as much more again in events and waits on stage_streams.
+  m.host_issue_us = 3.0;
   return m;
 }
 

@@ -1,0 +1,196 @@
+// SPDX-License-Identifier: MIT
+// The decision: which schedule a pipeline should run, given what was
+// measured of it (the time its stages take per element) and of the machine
+// (the link). Host-only C++, no CUDA.
+//
+// Every candidate schedule is resolved exactly as a pipeline would resolve
+// its Options (detail::resolve_geometry), planned, and run on the simulator
+// (simulate.hpp); the fastest wins, unless the schedule the pipeline would
+// run anyway is within a margin of it. So a decision is a pure function of
+// its inputs, its Options can be printed and pasted, and what it predicts
+// is the simulator's figure for exactly the plan those Options make.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/options.hpp>
+#include <chunkpipe/plan.hpp>
+#include <chunkpipe/simulate.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace chunkpipe {
+
+/// What a decision is made from: a pipeline's work as measured.
+struct Measured {
+  std::size_t run_elems = 0;              ///< elements of a typical run
+  std::size_t in_bytes_per_elem = 4;      ///< over all inputs
+  std::size_t out_bytes_per_elem = 4;     ///< over all outputs
+  std::vector<double> stage_ns_per_elem;  ///< each stage's kernel time per element
+};
+
+/// One schedule considered, with the simulator's figure for it.
+struct Candidate {
+  Options options;        ///< the user's options with policy, depth and kernel_lanes set
+  Geometry geometry;      ///< what they resolve to
+  double predicted_ms = 0.0;
+  bool is_default = false;  ///< the schedule the user's options give as they are
+};
+
+/// What decide() chose, and why.
+struct Decision {
+  Candidate chosen;
+  /// Every candidate, fastest first (ties in the order they were
+  /// considered); `chosen` is one of them.
+  std::vector<Candidate> ranked;
+  /// One line: what bounds the work, what was chosen and what it is
+  /// predicted to save against the schedule the options give as they are.
+  std::string why;
+};
+
+/// The window and the fields a decision sets, as C++ a user can paste:
+/// "{.chunk_elems = 262144, .depth = 4, .policy = Policy::stage_streams,
+/// .kernel_lanes = 2}" (those at their defaults left out; the other fields
+/// are the user's own and not printed).
+std::string to_string(const Options& o);
+
+/// Chooses policy, depth and kernel lanes for a pipeline with `user`'s
+/// options (its window, memory budget and everything else kept) running
+/// runs like `m` on `machine`. Considered: the options as they are; the
+/// automatic policy and stage_streams at depths 2 to 4 with 1 to 3 kernel
+/// lanes; slot_streams at depths 2 to 4; only those whose slots fit in the
+/// memory the options as they are use (or Options::memory_elems, if more).
+/// A pipeline with a stage that sees chunks (`all_elementwise` false)
+/// keeps its window as the unit. The fastest prediction wins unless the
+/// options as they are come within `margin` (a fraction) of it. Never
+/// blocks; deterministic. Throws config_error for options that do not
+/// validate, a run of 0 elements, or figures the simulator refuses.
+Decision decide(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
+                double margin = 0.01);
+
+// ---------------------------------------------------------------------------
+
+namespace detail {
+
+inline Candidate predict_candidate(const Options& o, bool all_elementwise, const Measured& m, const Machine& machine) {
+  Candidate c;
+  c.options = o;
+  c.geometry = detail::resolve_geometry(o, all_elementwise, Target::device);
+  PlanShape shape;
+  shape.stages = static_cast<int>(m.stage_ns_per_elem.size());
+  shape.kernel_lanes = c.geometry.kernel_lanes;
+  const std::size_t chunks = (m.run_elems + c.geometry.chunk_elems - 1) / c.geometry.chunk_elems;
+  const Plan plan = make_plan(c.geometry.policy, c.geometry.depth, shape, chunks);
+  Workload w;
+  w.elems = m.run_elems;
+  w.chunk_elems = c.geometry.chunk_elems;
+  w.in_bytes_per_elem = m.in_bytes_per_elem;
+  w.out_bytes_per_elem = m.out_bytes_per_elem;
+  w.stage_ns_per_elem = m.stage_ns_per_elem;
+  c.predicted_ms = makespan_ms(simulate(plan, w, machine));
+  return c;
+}
+
+inline std::string schedule_name(const Geometry& g) {
+  std::string s = std::string(to_string(g.policy)) + " d" + std::to_string(g.depth);
+  if (g.kernel_lanes > 1) s += ", " + std::to_string(g.kernel_lanes) + " kernel lanes";
+  return s;
+}
+
+inline std::string fixed3(double x) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", x);
+  return b;
+}
+
+}  // namespace detail
+
+inline std::string to_string(const Options& o) {
+  const Options d{};
+  std::string s = "{.chunk_elems = " + std::to_string(o.chunk_elems);
+  if (o.depth != d.depth) s += ", .depth = " + std::to_string(o.depth);
+  if (o.policy != d.policy) {
+    // The enumerator's name: to_string() says "auto" for automatic.
+    s += ", .policy = Policy::" + (o.policy == Policy::automatic ? std::string("automatic") : std::string(to_string(o.policy)));
+  }
+  if (o.grain_elems != d.grain_elems) s += ", .grain_elems = " + std::to_string(o.grain_elems);
+  if (o.memory_elems != d.memory_elems) s += ", .memory_elems = " + std::to_string(o.memory_elems);
+  if (o.kernel_lanes != d.kernel_lanes) s += ", .kernel_lanes = " + std::to_string(o.kernel_lanes);
+  return s + "}";
+}
+
+inline Decision decide(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
+                       double margin) {
+  detail::validate_options(user);
+  if (m.run_elems == 0) throw config_error("chunkpipe: decide: run_elems must be at least 1 (got 0)");
+  if (m.stage_ns_per_elem.empty()) throw config_error("chunkpipe: decide: stage_ns_per_elem needs one figure per stage");
+  if (!(margin >= 0.0)) throw config_error("chunkpipe: decide: margin must be 0 or more");
+
+  Decision d;
+  const Candidate as_is = detail::predict_candidate(user, all_elementwise, m, machine);
+  auto slot_elems = [](const Geometry& g) { return static_cast<std::size_t>(g.depth) * g.chunk_elems; };
+  const std::size_t budget = std::max(slot_elems(as_is.geometry), user.memory_elems);
+  d.ranked.push_back(as_is);
+  d.ranked.back().is_default = true;
+
+  auto consider = [&](Policy policy, int depth, int lanes) {
+    Options o = user;
+    o.policy = policy;
+    o.depth = depth;
+    o.kernel_lanes = lanes;
+    const Geometry g = detail::resolve_geometry(o, all_elementwise, detail::Target::device);
+    if (slot_elems(g) > budget) return;  // more memory than the options allow
+    for (const Candidate& c : d.ranked) {
+      const Geometry& h = c.geometry;
+      if (h.policy == g.policy && h.depth == g.depth && h.chunk_elems == g.chunk_elems &&
+          h.kernel_lanes == g.kernel_lanes) {
+        return;  // the same schedule by another name
+      }
+    }
+    d.ranked.push_back(detail::predict_candidate(o, all_elementwise, m, machine));
+  };
+  for (int lanes = 1; lanes <= 3; ++lanes) consider(Policy::automatic, default_depth, lanes);
+  for (int depth = 2; depth <= 4; ++depth) {
+    for (int lanes = 1; lanes <= 3; ++lanes) consider(Policy::stage_streams, depth, lanes);
+  }
+  for (int depth = 2; depth <= 4; ++depth) consider(Policy::slot_streams, depth, 0);
+
+  std::stable_sort(d.ranked.begin(), d.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.predicted_ms < b.predicted_ms; });
+  const Candidate& best = d.ranked.front();
+  const bool keep = as_is.predicted_ms <= best.predicted_ms * (1.0 + margin);
+  d.chosen = keep ? as_is : best;
+  d.chosen.is_default = keep;
+
+  // What bounds the work: the slowest of the link (per element, each way
+  // and both at once) and the stages' kernels.
+  const LinkModel& link = machine.link;
+  const double in_ns = static_cast<double>(m.in_bytes_per_elem) / link.h2d_gbps;
+  const double out_ns = static_cast<double>(m.out_bytes_per_elem) / link.d2h_gbps;
+  const double both_ns = link.both_gbps > 0 ? static_cast<double>(m.in_bytes_per_elem + m.out_bytes_per_elem) /
+                                                  link.both_gbps
+                                            : 0.0;
+  const double link_ns = std::max({in_ns, out_ns, both_ns});
+  double kernel_ns = 0.0;
+  for (double ns : m.stage_ns_per_elem) kernel_ns = std::max(kernel_ns, ns);
+  const std::string bound = kernel_ns > link_ns ? "compute-bound" : "link-bound";
+  d.why = bound + " (kernel " + detail::fixed3(kernel_ns) + " ns per element, link " + detail::fixed3(link_ns) +
+          "): ";
+  if (keep) {
+    d.why += "keeps " + detail::schedule_name(as_is.geometry) + ", predicted " + detail::fixed3(as_is.predicted_ms) +
+             " ms";
+    if (best.predicted_ms < as_is.predicted_ms) {
+      d.why += ", within " + detail::fixed3(100.0 * margin) + "% of the fastest (" + detail::schedule_name(best.geometry) +
+               ", " + detail::fixed3(best.predicted_ms) + " ms)";
+    }
+  } else {
+    d.why += detail::schedule_name(best.geometry) + ", predicted " + detail::fixed3(best.predicted_ms) +
+             " ms against " + detail::fixed3(as_is.predicted_ms) + " for " + detail::schedule_name(as_is.geometry);
+  }
+  return d;
+}
+
+}  // namespace chunkpipe

@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+// The decision (decide.hpp): given measured stage times and a link, which
+// schedule a pipeline should run. It is deterministic, stays within the
+// memory the options allow, keeps a ChunkFn's window, prints Options that
+// can be pasted, and every schedule it decides on is hazard-free and runs
+// bit for bit on the host backend. Against a sweep recorded on the H200
+// (benchmarks/results/2026-12-02-pipeline-lanes.*) it keeps the default
+// where the work is link-bound, gives compute-bound work kernel lanes, and
+// the simulator's figure for what it chose is within 3% of what that
+// schedule measured, which is within 2% of the best measured there.
+#include <chunkpipe/decide.hpp>
+#include <chunkpipe/hazards.hpp>
+#include <chunkpipe/host_backend.hpp>
+
+#include "catch.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace chunkpipe;
+
+namespace {
+
+struct Fma {
+  float a, b;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const { return std::fma(x, a, b); }
+};
+
+// The machine pipeline_bench measured in the same process, from its
+// component passes over 1 GiB each way (the lines "== intensity ..." of
+// results/2026-12-02-pipeline-lanes.txt), with the H200's kernel tail.
+struct Components {
+  int fmas;
+  double h2d_ms, d2h_ms, both_ms, kernel_ms, copy_us;
+};
+const Components recorded[] = {{512, 19.42, 19.45, 21.27, 5.30, 2.86}, {4096, 19.48, 19.47, 21.63, 39.52, 2.76}};
+
+Machine machine_of(const Components& c) {
+  const double bytes = 1073741824.0;
+  Machine m;
+  m.link.h2d_gbps = bytes / 1e9 / (c.h2d_ms / 1e3);
+  m.link.d2h_gbps = bytes / 1e9 / (c.d2h_ms / 1e3);
+  m.link.both_gbps = 2 * bytes / 1e9 / (c.both_ms / 1e3);
+  m.link.latency_us = c.copy_us;
+  m.link.copy_engines = 3;
+  m.kernel_tail_elems = machines::h200_pcie5().kernel_tail_elems;
+  return m;
+}
+
+struct Row {
+  int fmas = 0;
+  int window_mib = 0;
+  std::string schedule;
+  double ms = 0.0;
+};
+
+// chunkpipe's rows of the recorded sweep's CSV.
+std::vector<Row> recorded_rows() {
+  std::ifstream in(std::string(CHUNKPIPE_RESULTS_DIR) + "/2026-12-02-pipeline-lanes.csv");
+  REQUIRE(in.good());
+  std::vector<Row> rows;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::stringstream s(line);
+    for (std::string x; std::getline(s, x, ',');) f.push_back(x);
+    // elem_bytes,total_mib,intensity,chunk_mib,schedule,family,depth,median_ms,...
+    if (f.size() < 8 || f[5] != "chunkpipe" || f[3] == "default") continue;
+    rows.push_back({std::stoi(f[2]), std::stoi(f[3]), f[4], std::stod(f[7])});
+  }
+  return rows;
+}
+
+// The Options a row's schedule name stands for ("cp stage_streams d4 lanes 2").
+Options options_of(const std::string& name, std::size_t window) {
+  Options o;
+  o.chunk_elems = window;
+  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
+  o.policy = has("auto") ? Policy::automatic : has("slot_streams") ? Policy::slot_streams
+             : has("serial")                  ? Policy::serial
+                                               : Policy::stage_streams;
+  for (int d : {1, 2, 3, 4, 8, 16}) {
+    if (has((" d" + std::to_string(d)).c_str()) && !has((" d" + std::to_string(d) + "6").c_str())) o.depth = d;
+  }
+  if (o.policy == Policy::serial) o.depth = 1;
+  for (int l : {2, 3}) {
+    if (has(("lanes " + std::to_string(l)).c_str())) o.kernel_lanes = l;
+  }
+  return o;
+}
+
+bool same_schedule(const Geometry& a, const Geometry& b) {
+  return a.policy == b.policy && a.depth == b.depth && a.chunk_elems == b.chunk_elems &&
+         a.kernel_lanes == b.kernel_lanes;
+}
+
+constexpr std::size_t gib_floats = (std::size_t{1} << 30) / sizeof(float);
+
+}  // namespace
+
+TEST_CASE("on the recorded H200 sweep the decision keeps link-bound defaults and gives compute-bound work lanes",
+          "[decide][simulate]") {
+  const std::vector<Row> rows = recorded_rows();
+  REQUIRE(rows.size() >= 100);
+  int matched = 0, points = 0;
+  for (const Components& c : recorded) {
+    const Machine m = machine_of(c);
+    Measured work;
+    work.run_elems = gib_floats;
+    work.stage_ns_per_elem.push_back(c.kernel_ms * 1e6 / static_cast<double>(gib_floats));
+    for (int mib : {1, 4, 16, 64, 256}) {
+      ++points;
+      Options user;
+      user.chunk_elems = static_cast<std::size_t>(mib) << 18;  // the window set, everything else default
+      const Decision d = decide(user, true, work, m);
+      INFO(c.fmas << " FMAs, " << mib << " MiB window: " << d.why);
+      if (c.fmas == 512) {
+        CHECK(d.chosen.is_default);
+        CHECK(d.chosen.geometry.kernel_lanes == 1);
+      } else {
+        CHECK_FALSE(d.chosen.is_default);
+        CHECK(d.chosen.geometry.kernel_lanes >= 2);
+      }
+      // What the chosen schedule measured there, if the sweep had it, and
+      // the best any chunkpipe schedule measured.
+      double measured = -1, best = std::numeric_limits<double>::infinity();
+      for (const Row& r : rows) {
+        if (r.fmas != c.fmas || r.window_mib != mib) continue;
+        best = std::min(best, r.ms);
+        const Options o = options_of(r.schedule, user.chunk_elems);
+        if (same_schedule(detail::resolve_geometry(o, true, detail::Target::device), d.chosen.geometry)) measured = r.ms;
+      }
+      if (measured < 0) continue;
+      ++matched;
+      INFO("predicted " << d.chosen.predicted_ms << " ms, measured " << measured << ", best measured " << best);
+      CHECK(std::fabs(d.chosen.predicted_ms - measured) <= 0.03 * measured);
+      CHECK(measured <= 1.02 * best);
+    }
+  }
+  CHECK(matched >= points - 2);  // the sweep measured most of what is chosen
+}
+
+TEST_CASE("decisions are deterministic, ranked, within the memory budget, and keep a ChunkFn's window",
+          "[decide]") {
+  Machine m = machines::h200_pcie5();
+  for (double ns : {0.0, 0.02, 0.08, 0.15, 0.6}) {
+    for (std::size_t window : {std::size_t{1} << 14, std::size_t{1} << 18, std::size_t{1} << 22}) {
+      for (bool elementwise : {true, false}) {
+        Options user;
+        user.chunk_elems = window;
+        Measured work;
+        work.run_elems = std::size_t{1} << 24;
+        work.stage_ns_per_elem.push_back(ns);
+        const Decision a = decide(user, elementwise, work, m), b = decide(user, elementwise, work, m);
+        INFO("ns " << ns << " window " << window << " elementwise " << elementwise << ": " << a.why);
+        CHECK(to_string(a.chosen.options) == to_string(b.chosen.options));
+        CHECK(a.chosen.predicted_ms == b.chosen.predicted_ms);
+        REQUIRE(!a.ranked.empty());
+        for (std::size_t k = 1; k < a.ranked.size(); ++k) CHECK(a.ranked[k - 1].predicted_ms <= a.ranked[k].predicted_ms);
+        CHECK(a.chosen.predicted_ms <= a.ranked.front().predicted_ms * 1.01 + 1e-12);
+        const Candidate* as_is = nullptr;
+        for (const Candidate& c : a.ranked) {
+          if (c.is_default) as_is = &c;
+        }
+        REQUIRE(as_is != nullptr);
+        const std::size_t budget = static_cast<std::size_t>(as_is->geometry.depth) * as_is->geometry.chunk_elems;
+        for (const Candidate& c : a.ranked) {
+          CHECK(static_cast<std::size_t>(c.geometry.depth) * c.geometry.chunk_elems <= budget);
+          // The decided Options give the schedule that was predicted.
+          CHECK(same_schedule(detail::resolve_geometry(c.options, elementwise, detail::Target::device), c.geometry));
+          if (!elementwise) CHECK(c.geometry.chunk_elems == window);  // a ChunkFn keeps its window
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every decided schedule is hazard-free and runs bit for bit on the host backend", "[decide][host]") {
+  const Fma f{0.999f, 0.0625f};
+  const std::size_t n = 50000;
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 2654435761u) % 8191) / 8191.0f - 0.5f;
+  Machine m = machines::h200_pcie5();
+  for (double ns : {0.01, 0.2, 2.0}) {
+    for (std::size_t window : {std::size_t{512}, std::size_t{4096}}) {
+      Options user;
+      user.chunk_elems = window;
+      Measured work;
+      work.run_elems = n;
+      work.stage_ns_per_elem.push_back(ns);
+      const Decision d = decide(user, true, work, m);
+      INFO(to_string(d.chosen.options) << ": " << d.why);
+      HostPipeline<Map<Fma>> pipe(d.chosen.options, Map<Fma>{f});
+      for (std::uint64_t seed : {1u, 9u}) {
+        pipe.set_seed(seed);
+        std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());
+        pipe.run(pinned(x), pinned(y));
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == f(x[i]));
+      }
+      CHECK(check_hazards(pipe.issued_plan()).ok());
+    }
+  }
+}
+
+TEST_CASE("decided Options print as C++ to paste, and bad inputs are refused", "[decide][errors]") {
+  Options o;
+  o.chunk_elems = 262144;
+  o.depth = 4;
+  o.policy = Policy::stage_streams;
+  o.kernel_lanes = 2;
+  CHECK(to_string(o) == "{.chunk_elems = 262144, .depth = 4, .policy = Policy::stage_streams, .kernel_lanes = 2}");
+  CHECK(to_string(Options{}) == "{.chunk_elems = " + std::to_string(default_chunk_elems) + "}");
+  o.policy = Policy::slot_streams;
+  o.kernel_lanes = 0;
+  CHECK(to_string(o) == "{.chunk_elems = 262144, .depth = 4, .policy = Policy::slot_streams}");
+
+  const Machine m = machines::h200_pcie5();
+  Measured work;
+  work.run_elems = 1000;
+  work.stage_ns_per_elem.push_back(0.1);
+  CHECK_THROWS_AS(decide(Options{.depth = 0}, true, work, m), config_error);
+  CHECK_THROWS_AS(decide(Options{}, true, work, m, -0.5), config_error);
+  Measured empty = work;
+  empty.run_elems = 0;
+  CHECK_THROWS_AS(decide(Options{}, true, empty, m), config_error);
+  Measured no_stage = work;
+  no_stage.stage_ns_per_elem.clear();
+  CHECK_THROWS_AS(decide(Options{}, true, no_stage, m), config_error);
+}
