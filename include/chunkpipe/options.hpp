@@ -111,8 +111,12 @@ struct Options {
   /// Executor::graphs. A held run is issued when the chunk is full, when
   /// the GPU has finished the work queued before it, when a run that does
   /// not continue it is queued, or when anything waits for it (wait(),
-  /// enqueue_wait(), executor()); each ticket still completes and fails on
-  /// its own. false: every run is issued as it comes. The host backend
+  /// enqueue_wait(), executor()); each keeps its own ticket, and if their
+  /// shared issue fails, each fails with that error. Runs join on their
+  /// addresses alone: two pinned allocations that happen to lie next to each
+  /// other are copied as one range, which CUDA may then treat as pageable
+  /// memory (correct, but slower and synchronous); turn this off for such
+  /// buffers. false: every run is issued as it comes. The host backend
   /// ignores it.
   bool coalesce = true;
   /// stage_streams (and the automatic policy): streams each stage's

@@ -135,6 +135,7 @@ struct RunState {
   /// Asks the pipeline to issue this run now if it holds it back. Never
   /// blocks on the GPU; call it holding none of the pipeline's locks.
   void issue_if_held() noexcept {
+    if (holder.expired() || is_issued()) return;
     if (auto h = holder.lock()) h->issue_held();
   }
   /// The events that mark the run complete on the device: its carrier's

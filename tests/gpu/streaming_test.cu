@@ -448,6 +448,38 @@ TEST_CASE("held runs are issued by enqueue_wait, by a run that does not continue
   }
 }
 
+TEST_CASE("runs that alternate between two buffers are never held", "[gpu][streaming][coalesce]") {
+  // A double buffer: each run continues the one before the one before it,
+  // never the one just before, so holding it would only delay it.
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = 1 << 16});
+  const std::size_t n = 1 << 12;
+  PinnedArray<float> a(8 * n + 16), b(8 * n), a_out(8 * n + 16), b_out(8 * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = value_at(i, 51);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = value_at(i, 52);
+  poison(a_out);
+  poison(b_out);
+  Stream user = Stream::create();
+  std::vector<RunTicket> tickets{gated_run(pipe, user, a.data(), a_out.data(), 16, 100)};
+  for (std::size_t k = 0; k < 8; ++k) {
+    tickets.push_back(pipe.run_async(pinned(host_span(b.data() + k * n, n)), pinned(host_span(b_out.data() + k * n, n))));
+    CHECK(tickets.back().state()->is_issued());  // issued by run_async itself, not held
+    tickets.push_back(
+        pipe.run_async(pinned(host_span(a.data() + 16 + k * n, n)), pinned(host_span(a_out.data() + 16 + k * n, n))));
+    CHECK(tickets.back().state()->is_issued());
+  }
+  for (auto& t : tickets) t.wait();
+  // Runs one after another along one buffer, while the GPU is busy, are held.
+  RunTicket gate = gated_run(pipe, user, b.data(), b_out.data(), 16, 100);
+  RunTicket held = pipe.run_async(pinned(host_span(b.data() + 16, n)), pinned(host_span(b_out.data() + 16, n)));
+  const bool was_held = !held.state()->is_issued();
+  held.wait();
+  gate.wait();
+  CHECK(was_held);
+  CHECK(pipe.runs_coalesced() == 0);
+  CHECK(wrong_of(a_out, 0, a_out.size(), 51) == 0);
+  CHECK(wrong_of(b_out, 0, b_out.size(), 52) == 0);
+}
+
 TEST_CASE("a pipeline destroyed with held runs issues and waits for them", "[gpu][streaming][coalesce]") {
   const std::size_t n = 1 << 12;
   PinnedArray<float> in(8 * n + 16), out(8 * n + 16);

@@ -121,7 +121,7 @@ class CudaRunner {
     {
       // Tickets may outlive the pipeline: from now on they hold no run.
       std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_locked();
+      release_held_or_apart_locked();
     }
     {
       std::lock_guard<std::mutex> lock(holder_->mutex);
@@ -185,7 +185,7 @@ class CudaRunner {
   void wait_all() {
     {
       std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_locked();
+      release_held_or_apart_locked();
     }
     drain_all();
   }
@@ -248,7 +248,7 @@ class CudaRunner {
   /// pinned. Throws cuda_error if unregistering fails.
   void release_registrations() {
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    release_held_locked();
+    release_held_or_apart_locked();
     drain_all();
     DeviceGuard guard(device_);
     {
@@ -335,7 +335,7 @@ class CudaRunner {
     const IssueFn issue_fn = &CudaRunner::template issue<in_types>;
     const bool small = joinable(n, spec, order);
     if (held_ && !(small && held_->issue == issue_fn && ::chunkpipe::detail::continues(held_->ends, held_->elems, *ends, n))) {
-      release_held_locked();
+      release_held_or_apart_locked();
     }
     if (n != 0) {
       prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out,
@@ -393,10 +393,12 @@ class CudaRunner {
       ++runs_started_;
       in_flight_.add(run, ranges);
       last_ = run;
-      if (held_ && held_->elems >= front_.geometry().chunk_elems) release_held_locked();
+      last_ends_ = ends;
+      last_elems_ = n;
+      if (held_ && held_->elems >= front_.geometry().chunk_elems) release_held_or_apart_locked();
       return RunTicket(run);
     }
-    release_held_locked();  // a run that did not join: the held ones go first
+    release_held_or_apart_locked();  // a run that did not join: the held ones go first
 
     // The caller issues a run that nothing blocks on the host: no staging,
     // nothing queued before it here, and every run it follows issued (a run
@@ -408,6 +410,8 @@ class CudaRunner {
     ++runs_started_;
     in_flight_.add(run, ranges);
     last_ = run;
+    last_ends_ = ends;
+    last_elems_ = n;
     on_gpu_ = run;
     if (inline_issue) issue<in_types>(run, spec, n, index);
     return RunTicket(run);
@@ -437,10 +441,16 @@ class CudaRunner {
   // What tickets call to have their held run issued; outlives the runner.
   struct Holder final : HeldRuns {
     std::mutex mutex;
-    CudaRunner* runner = nullptr;  // guarded by mutex; null once the runner is going
+    CudaRunner* runner = nullptr;    // guarded by mutex; null once the runner is going
+    std::atomic<bool> holding{false};  // whether any run is held: else nothing to take a lock for
     void issue_held() noexcept override {
-      std::lock_guard<std::mutex> lock(mutex);
-      if (runner) runner->issue_held();
+      if (!holding.load(std::memory_order_acquire)) return;
+      try {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (runner) runner->issue_held();
+      } catch (...) {
+        // The lock failed: the pipeline's watcher still issues them.
+      }
     }
   };
 
@@ -453,62 +463,98 @@ class CudaRunner {
            order.streams.empty() && order.events.empty() && order.tickets.empty();
   }
 
-  // Joins `run` to the held runs (which it continues), or holds it if the
-  // GPU is still busy with the run queued before it. False: issue it now.
+  // Joins `run` to the held runs (which it continues), or holds it if it
+  // continues the run queued just before it and that run is still on the
+  // GPU. False: issue it now. Throws only std::bad_alloc, having changed
+  // nothing.
   bool hold(const std::shared_ptr<RunState>& run, const Endpoints& ends, std::size_t n, IssueFn fn) {
     if (held_) {
+      held_->runs.push_back(run);
       ::chunkpipe::detail::append_run(held_->ends, ends);
       held_->elems += n;
     } else {
-      if (!on_gpu_ || on_gpu_->ready()) return false;  // holding would only leave the GPU idle
-      held_.emplace();
-      held_->ends = ends;
-      held_->elems = n;
-      held_->index = runs_started_;
-      held_->issue = fn;
+      // Runs that do not continue each other (a double buffer's two halves)
+      // are never held: holding one would only delay it.
+      if (!on_gpu_ || !last_ends_ || !::chunkpipe::detail::continues(*last_ends_, last_elems_, ends, n)) return false;
+      if (on_gpu_->ready()) return false;  // holding would only leave the GPU idle
+      Held h;
+      h.runs.push_back(run);
+      h.ends = ends;
+      h.elems = n;
+      h.index = runs_started_;
+      h.issue = fn;
       const std::uint64_t gen = held_gen_.load(std::memory_order_relaxed);
-      watcher_.push([this, gen] { watch_held(gen); });
+      try {
+        watcher_.push([this, gen] { watch_held(gen); });
+      } catch (...) {
+        return false;  // no watcher to be had (a thread, memory): issue it now
+      }
+      held_.emplace(std::move(h));
+      holder_->holding.store(true, std::memory_order_release);
     }
     run->holder = holder_;
     run->elems = n;
     run->chunks = 1;
-    held_->runs.push_back(run);
     return true;
   }
 
   // Issues the held runs, if any: as themselves if only one, else as one
-  // carrier run. Under submit_mutex_.
+  // carrier run. Under submit_mutex_. Throws only std::bad_alloc, and then
+  // the runs are still held (and watched).
   void release_held_locked() {
     if (!held_) return;
-    held_gen_.fetch_add(1, std::memory_order_relaxed);  // the watcher of these stops
-    Held h = std::move(*held_);
-    held_.reset();
+    const Held& h = *held_;
     std::shared_ptr<RunState> carrier = h.runs.front();
+    std::vector<std::shared_ptr<RunState>> members;
     if (h.runs.size() > 1) {
       carrier = std::make_shared<RunState>();
       carrier->device = device_;
       carrier->health = health_;
       carrier->pool = pool_;
-      carrier->ends = std::make_shared<const Endpoints>(std::move(h.ends));
-      coalesced_.fetch_add(h.runs.size(), std::memory_order_relaxed);
-    } else {
-      h.runs.clear();
+      carrier->ends = std::make_shared<const Endpoints>(h.ends);
+      members = h.runs;
     }
     const RunSpec spec = ::chunkpipe::detail::spec_for(*carrier->ends, h.elems, front_.geometry().chunk_elems);
-    on_gpu_ = carrier;
-    auto job = [this, carrier, runs = std::move(h.runs), spec, n = h.elems, index = h.index, fn = h.issue] {
+    std::function<void()> job = [this, carrier, members, spec, n = h.elems, index = h.index, fn = h.issue] {
       (this->*fn)(carrier, spec, n, index);
-      for (const auto& r : runs) {
+      for (const auto& r : members) {
         r->carrier = carrier;
         r->executor = carrier->executor;
         if (carrier->failed()) r->fail(carrier->completion.error());
         r->mark_issued();
       }
     };
-    if (worker_.idle()) {
-      job();
-    } else {
-      worker_.push(std::move(job));
+    const bool inline_issue = worker_.idle();
+    if (!inline_issue) worker_.push(job);
+    // Committed: nothing below throws.
+    held_gen_.fetch_add(1, std::memory_order_relaxed);  // the watcher of these stops
+    coalesced_.fetch_add(members.size(), std::memory_order_relaxed);
+    held_.reset();
+    holder_->holding.store(false, std::memory_order_release);
+    on_gpu_ = carrier;
+    if (inline_issue) job();
+  }
+
+  // When even that fails for memory: each held run on its own, on this
+  // thread, which needs nothing allocated here. Under submit_mutex_.
+  void release_held_apart_locked() noexcept {
+    if (!held_) return;
+    worker_.wait_idle();  // what was queued before them goes first
+    held_gen_.fetch_add(1, std::memory_order_relaxed);
+    for (const auto& r : held_->runs) {
+      (this->*(held_->issue))(r, ::chunkpipe::detail::spec_for(*r->ends, r->elems, front_.geometry().chunk_elems),
+                              r->elems, held_->index);
+      on_gpu_ = r;
+    }
+    held_.reset();
+    holder_->holding.store(false, std::memory_order_release);
+  }
+
+  void release_held_or_apart_locked() noexcept {
+    try {
+      release_held_locked();
+    } catch (...) {
+      release_held_apart_locked();
     }
   }
 
@@ -516,36 +562,45 @@ class CudaRunner {
   void issue_held() noexcept {
     try {
       std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_locked();
+      release_held_or_apart_locked();
     } catch (...) {
-      // Only the lock or a push can throw; the watcher still issues them.
+      // The lock itself failed: the watcher still issues them.
     }
   }
 
-  // On the watcher thread: issues the held runs once the run queued
-  // before them is done on the GPU, unless something issued them first.
-  // Polls (every few us, so as not to crowd the driver) and tries the lock,
-  // so that it never stands in the way of a caller.
+  // On the watcher thread: issues the held runs once the run queued before
+  // them is done on the GPU, unless something issued them first. Blocks in
+  // CUDA on that run's completion events rather than polling, so it
+  // neither crowds the lock callers take nor the driver; nothing that
+  // holds submit_mutex_ ever waits for this thread.
   void watch_held(std::uint64_t gen) noexcept {
-    using clock = std::chrono::steady_clock;
-    auto next = clock::now();
-    while (held_gen_.load(std::memory_order_relaxed) == gen) {
-      if (clock::now() >= next) {
-        std::unique_lock<std::mutex> lock(submit_mutex_, std::try_to_lock);
-        if (lock.owns_lock()) {
+    try {
+      std::shared_ptr<RunState> ahead;
+      {
+        std::lock_guard<std::mutex> lock(submit_mutex_);
+        if (held_gen_.load(std::memory_order_relaxed) != gen) return;
+        ahead = on_gpu_;
+      }
+      if (ahead) {
+        ahead->wait_issued();
+        for (const Event& e : ahead->device_tails()) {
+          if (e && cudaEventSynchronize(e.get()) != cudaSuccess) (void)cudaGetLastError();  // its wait() reports it
+        }
+      }
+      for (;;) {
+        {
+          std::lock_guard<std::mutex> lock(submit_mutex_);
           if (held_gen_.load(std::memory_order_relaxed) != gen) return;
           if (!on_gpu_ || on_gpu_->ready()) {
-            try {
-              release_held_locked();
-            } catch (...) {
-              // A push that failed for memory: the runs' waits issue them.
-            }
+            release_held_or_apart_locked();
             return;
           }
         }
-        next = clock::now() + std::chrono::microseconds(4);
+        // The run ahead stages: its host side is still at work.
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
-      std::this_thread::yield();
+    } catch (...) {
+      // A lock that failed: the runs' waits issue them.
     }
   }
 
@@ -832,6 +887,8 @@ class CudaRunner {
   // Coalescing, guarded by submit_mutex_ but for the two atomics.
   std::optional<Held> held_;
   std::shared_ptr<RunState> on_gpu_;             // the last run queued for the GPU
+  std::shared_ptr<const Endpoints> last_ends_;   // the ranges of the last run queued (a RunState lets go of its own)
+  std::size_t last_elems_ = 0;
   std::atomic<std::uint64_t> held_gen_{0};       // bumped whenever held runs are issued
   std::atomic<std::size_t> coalesced_{0};        // runs issued together with others
   std::shared_ptr<Holder> holder_ = std::make_shared<Holder>();
