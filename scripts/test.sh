@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Builds everything and runs every test. Works on a fresh Debian 12 machine
 # with nvcc at /usr/local/cuda: installs what it needs (CMake, make, a C++
-# compiler, Catch2, Doxygen) with apt-get when it is missing.
+# compiler, Catch2, OpenMPI, Doxygen) with apt-get when it is missing.
 #
 #   scripts/test.sh [build-dir]                   (default: build)
 #   scripts/test.sh --configure-only build-dir    (configure only; installs nothing)
@@ -42,6 +42,8 @@ if [ $configure_only = 0 ]; then
   command -v g++ >/dev/null || need+=(g++)
   [ -f /usr/include/catch2/catch.hpp ] || [ -f /usr/include/catch2/catch_test_macros.hpp ] ||
     [ -f /usr/local/include/catch2/catch_test_macros.hpp ] || need+=(catch2)
+  # OpenMPI: examples/mpi_convert and its test (two ranks on the host backend).
+  command -v mpicxx >/dev/null && command -v mpirun >/dev/null || need+=(libopenmpi-dev openmpi-bin)
   if [ ${#need[@]} -gt 0 ]; then
     echo "== installing: ${need[*]}"
     apt_install "${need[@]}" || { echo "test.sh: could not install ${need[*]} with apt-get" >&2; exit 1; }

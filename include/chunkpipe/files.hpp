@@ -53,6 +53,22 @@ struct FileSinkOptions {
   /// whose name arrived on disk before its data. finish() then waits for the
   /// disk. Off trades that guarantee for not waiting.
   bool sync = true;
+  /// Where the run's element 0 goes in the file, in elements: one of
+  /// several processes writing its share of one file (shard()). Needs a
+  /// regular file.
+  std::size_t first = 0;
+  /// Other writers fill the rest of the file: open it without truncating,
+  /// create it if missing, and write this run's elements in place. Needs
+  /// temporary off (each writer would rename its own copy over the
+  /// others'). A failed run leaves what it wrote.
+  bool shared = false;
+};
+
+/// Elements [first, first + count) of a file; count unknown_length reads
+/// to its end.
+struct FileRange {
+  std::size_t first = 0;
+  std::size_t count = unknown_length;
 };
 
 namespace detail {
@@ -111,6 +127,11 @@ struct FileReaderState {
   bool size_known = false;     ///< a regular file that was not empty when opened
   std::uint64_t size = 0;      ///< its bytes then
   std::uint64_t consumed = 0;  ///< sequential files: bytes read so far
+  /// A range of a regular file (FileRange): its first byte and length. The
+  /// whole file otherwise.
+  bool ranged = false;
+  std::uint64_t base = 0;
+  std::uint64_t limit = 0;
 };
 
 template <class T>
@@ -118,9 +139,13 @@ class FileReader {
  public:
   explicit FileReader(std::shared_ptr<FileReaderState> state) : state_(std::move(state)) {}
 
+  /// What its copies share (file_source(path, range) narrows it).
+  FileReaderState& state() const noexcept { return *state_; }
+
   /// Fills `slot` with the next elements of the file; returns how many.
   std::size_t operator()(std::size_t chunk, ::cuda::std::span<T> slot) const {
     FileReaderState& s = *state_;
+    if (s.ranged) return read_range(s, chunk, slot);
     const std::size_t want = slot.size() * sizeof(T);
     // Every chunk before this one was full (a short one ends the input), so
     // the chunk's place in the file follows from its index alone.
@@ -165,6 +190,33 @@ class FileReader {
   }
 
  private:
+  // A range of a regular file: the chunk's share of it, all of which the
+  // file held when opened, so a short read means the file shrank.
+  static std::size_t read_range(FileReaderState& s, std::size_t chunk, ::cuda::std::span<T> slot) {
+    const std::uint64_t rel = static_cast<std::uint64_t>(chunk) * slot.size() * sizeof(T);
+    if (rel >= s.limit) return 0;
+    const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(slot.size() * sizeof(T), s.limit - rel));
+    auto* dst = reinterpret_cast<unsigned char*>(slot.data());
+    std::size_t got = 0;
+    while (got < want) {
+      const std::size_t ask = std::min(want - got, max_io_bytes);
+      const ::ssize_t r = ::pread(s.fd.get(), dst + got, ask, static_cast<::off_t>(s.base + rel + got));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        const int e = errno;
+        throw pipeline_error("chunkpipe: reading " + detail::quoted(s.path) + " failed at byte offset " +
+                             std::to_string(s.base + rel + got) + ": " + detail::errno_text(e));
+      }
+      if (r == 0) {
+        throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it ended at byte " +
+                             std::to_string(s.base + rel + got) + ", inside the range of bytes " +
+                             std::to_string(s.base) + " to " + std::to_string(s.base + s.limit) + " it held when opened");
+      }
+      got += static_cast<std::size_t>(r);
+    }
+    return want / sizeof(T);
+  }
+
   std::shared_ptr<FileReaderState> state_;
 };
 
@@ -174,6 +226,7 @@ struct FileWriterState {
   std::string temp;  ///< what is written: path + ".partial", or path itself
   bool temporary = true;
   bool sync = true;
+  std::uint64_t base = 0;  ///< byte where the run's element 0 goes (FileSinkOptions::first)
   Descriptor fd;
   bool positional = false;    ///< a regular file: pwrite at each chunk's offset
   std::uint64_t written = 0;  ///< sequential files: bytes written so far
@@ -209,7 +262,7 @@ class FileWriter {
   void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const U> data) const {
     FileWriterState& s = *state_;
     if (s.concluded) throw reused(s);
-    const std::uint64_t at = static_cast<std::uint64_t>(offset) * sizeof(U);
+    const std::uint64_t at = s.base + static_cast<std::uint64_t>(offset) * sizeof(U);
     if (!s.positional && at != s.written) {
       throw pipeline_error("chunkpipe: file_sink " + s.where() + " cannot seek, and got byte offset " +
                            std::to_string(at) + " after writing " + std::to_string(s.written) + " bytes");
@@ -333,6 +386,35 @@ Source<T, detail::FileReader<T>> file_source(const std::string& path) {
   return {detail::FileReader<T>(std::move(s))};
 }
 
+/// A Source that reads elements [range.first, range.first + range.count)
+/// of a regular binary file of T (count unknown_length: to its end), as
+/// file_source(path) reads a whole file: one MPI rank's share of an input
+/// (shard()). The run's length is the range's. Opens the file now and
+/// throws pipeline_error, naming the path, if it cannot be read, is not a
+/// regular file, is not a whole number of T, or does not hold the range; a
+/// file that shrinks under the run ends it with pipeline_error.
+template <class T>
+Source<T, detail::FileReader<T>> file_source(const std::string& path, FileRange range) {
+  auto src = file_source<T>(path);
+  detail::FileReaderState& s = src.fn.state();
+  if (!s.positional) {
+    throw pipeline_error("chunkpipe: file_source " + detail::quoted(path) +
+                         " takes a range only of a regular file (this is a pipe or device)");
+  }
+  const std::uint64_t elems = s.size / sizeof(T);
+  const bool to_end = range.count == unknown_length;
+  if (range.first > elems || (!to_end && range.count > elems - range.first)) {
+    throw pipeline_error("chunkpipe: " + detail::quoted(path) + " holds " + std::to_string(elems) + " elements of " +
+                         std::to_string(sizeof(T)) + " bytes, not the range of " +
+                         (to_end ? std::string("those from ") + std::to_string(range.first)
+                                 : std::to_string(range.count) + " from " + std::to_string(range.first)));
+  }
+  s.ranged = true;
+  s.base = static_cast<std::uint64_t>(range.first) * sizeof(T);
+  s.limit = (to_end ? elems - range.first : static_cast<std::uint64_t>(range.count)) * sizeof(T);
+  return src;
+}
+
 /// A Sink that writes each chunk's output (U in native byte order, no
 /// header) to a file as it arrives, from the pinned slot, so the output
 /// never has to fit in host memory.
@@ -371,13 +453,20 @@ Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOption
                            "onto it; write it in place with FileSinkOptions{.temporary = false}");
     }
   }
+  if (options.shared && options.temporary) {
+    throw pipeline_error("chunkpipe: file_sink " + detail::quoted(path) +
+                         ": a shared file is written in place; set FileSinkOptions::temporary to false");
+  }
   auto s = std::make_shared<detail::FileWriterState>();
   s->path = path;
   s->temporary = options.temporary;
   s->sync = options.sync;
   s->temp = options.temporary ? path + ".partial" : path;
-  // O_TRUNC: a temporary left by a run that crashed is ours to reuse.
-  s->fd = detail::Descriptor(::open(s->temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
+  s->base = static_cast<std::uint64_t>(options.first) * sizeof(U);
+  // O_TRUNC: a temporary left by a run that crashed is ours to reuse; a
+  // shared file keeps what the other writers put there.
+  s->fd = detail::Descriptor(
+      ::open(s->temp.c_str(), O_WRONLY | O_CREAT | (options.shared ? 0 : O_TRUNC) | O_CLOEXEC, 0666));
   if (!s->fd.is_open()) {
     const int e = errno;
     s->concluded = true;  // nothing was created: nothing to remove
@@ -388,6 +477,9 @@ Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOption
     throw pipeline_error("chunkpipe: cannot stat " + s->where() + ": " + detail::errno_text(e));
   }
   s->positional = S_ISREG(st.st_mode);
+  if (s->base != 0 && !s->positional) {
+    throw pipeline_error("chunkpipe: file_sink " + s->where() + " cannot seek, so FileSinkOptions::first must be 0");
+  }
   return {detail::FileWriter<U>(std::move(s))};
 }
 

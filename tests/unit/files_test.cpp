@@ -8,6 +8,7 @@
 // same pipeline runs correctly again.
 #include <chunkpipe/files.hpp>
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/shard.hpp>
 
 #include "catch.hpp"
 
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -581,4 +583,78 @@ TEST_CASE("write failures during a run: no output under the final name, and the 
   pipe.run(file_source<float>(in), file_sink<float>(out));
   REQUIRE(same(read_floats(out), reference(x)));
   REQUIRE(!exists(out + ".partial"));
+}
+
+TEST_CASE("shards of one file, each through its own pipeline into its range of one file, equal one run",
+          "[files][shard]") {
+  Scratch dir;
+  const std::string in = dir / "in.f32", whole = dir / "whole.f32", parts = dir / "parts.f32";
+  const std::size_t n = 1000;
+  const std::vector<float> x = random_floats(n, 77);
+  write_file(in, x);
+  {
+    HostPipeline<Map<Fma>> pipe({.chunk_elems = 64}, Map<Fma>{kFma});
+    pipe.run(file_source<float>(in), file_sink<float>(whole));
+  }
+  for (int size : {1, 2, 3, 7}) {
+    fs::remove(parts);
+    std::size_t covered = 0;
+    // Last rank first: the file is created by whichever writes first.
+    for (int rank = size - 1; rank >= 0; --rank) {
+      const Shard mine = shard(n, rank, size, 16);  // whole multiples of 16 but the last
+      INFO("size " << size << " rank " << rank);
+      if (rank + 1 < size) CHECK(mine.count % 16 == 0);
+      CHECK(mine.first % 16 == 0);
+      covered += mine.count;
+      HostPipeline<Map<Fma>> pipe({.chunk_elems = 64}, Map<Fma>{kFma});
+      pipe.run(file_source<float>(in, {mine.first, mine.count}),
+               file_sink<float>(parts, {.temporary = false, .sync = false, .first = mine.first, .shared = true}));
+      REQUIRE(pipe.last_run().elems == mine.count);
+    }
+    CHECK(covered == n);
+    INFO("size " << size);
+    REQUIRE(same(read_floats(parts), read_floats(whole)));
+  }
+}
+
+TEST_CASE("shard splits a range into contiguous shares in rank order, and refuses nonsense", "[shard][errors]") {
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{10}, std::size_t{1000}, std::size_t{1001}}) {
+    for (int size : {1, 2, 3, 8, 13}) {
+      for (std::size_t multiple : {std::size_t{1}, std::size_t{4}, std::size_t{16384}}) {
+        std::size_t next = 0, most = 0, least = n;
+        for (int rank = 0; rank < size; ++rank) {
+          const Shard s = shard(n, rank, size, multiple);
+          INFO("n " << n << " size " << size << " multiple " << multiple << " rank " << rank);
+          REQUIRE(s.first == next);  // contiguous, in rank order
+          REQUIRE((s.first % multiple == 0 || s.first == n));
+          next += s.count;
+          most = std::max(most, s.count);
+          least = std::min(least, s.count);
+        }
+        CHECK(next == n);  // covers [0, n) exactly once
+        CHECK(most - least <= multiple);
+      }
+    }
+  }
+  CHECK_THROWS_AS(shard(10, 0, 0), config_error);
+  CHECK_THROWS_AS(shard(10, 2, 2), config_error);
+  CHECK_THROWS_AS(shard(10, -1, 2), config_error);
+  CHECK_THROWS_AS(shard(10, 0, 2, 0), config_error);
+}
+
+TEST_CASE("a file range is checked against the file, and a shared sink must write in place", "[files][shard][errors]") {
+  Scratch dir;
+  const std::string in = dir / "in.f32";
+  write_file(in, random_floats(100, 3));
+  CHECK(contains(error_of([&] { (void)file_source<float>(in, {90, 20}); }), "not the range"));
+  CHECK(contains(error_of([&] { (void)file_source<float>(in, {101, unknown_length}); }), "not the range"));
+  CHECK_NOTHROW(file_source<float>(in, {100, 0}));
+  CHECK_NOTHROW(file_source<float>(in, {40, unknown_length}));
+  CHECK(contains(error_of([&] { (void)file_sink<float>(dir / "out.f32", {.shared = true}); }), "temporary"));
+  // A range to the end reads just that.
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = 16}, Map<Fma>{kFma});
+  std::vector<float> y(60, std::numeric_limits<float>::quiet_NaN());
+  pipe.run(file_source<float>(in, {40, unknown_length}), y);
+  const std::vector<float> x = random_floats(100, 3);
+  for (std::size_t i = 0; i < 60; ++i) REQUIRE(y[i] == kFma(x[40 + i]));
 }

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+# The test of examples/mpi_convert (CTest runs it with cmake -P): makes an
+# input, converts it with 1 and with 2 ranks on the host backend, and fails
+# unless both wrote the same bytes and printed the same checksum.
+#   -DPROG=path/to/mpi_convert -DMPIEXEC=mpiexec -DDIR=scratch-dir
+file(REMOVE_RECURSE "${DIR}")
+file(MAKE_DIRECTORY "${DIR}")
+# 3 million floats and a bit: shares of whole Reduce segments and a short last one.
+execute_process(COMMAND "${PROG}" --make-input "${DIR}/in.f32" --elems 3000017 RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mpi_convert --make-input failed (${rc})")
+endif()
+# Open MPI refuses root and more ranks than cores unless told; others ignore these.
+set(ENV{OMPI_ALLOW_RUN_AS_ROOT} 1)
+set(ENV{OMPI_ALLOW_RUN_AS_ROOT_CONFIRM} 1)
+set(extra "")
+execute_process(COMMAND "${MPIEXEC}" --version OUTPUT_VARIABLE version ERROR_VARIABLE version)
+if(version MATCHES "Open MPI|OpenRTE")
+  set(extra --oversubscribe)
+endif()
+foreach(np 1 2)
+  execute_process(COMMAND "${MPIEXEC}" -np ${np} ${extra} "${PROG}" --host --in "${DIR}/in.f32" --out "${DIR}/out${np}.q16"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
+  message(STATUS "${np} rank(s):\n${out}${err}")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "mpirun -np ${np} mpi_convert failed (${rc})")
+  endif()
+  string(REGEX MATCH "checksum -?[0-9]+" sum${np} "${out}")
+  if(sum${np} STREQUAL "")
+    message(FATAL_ERROR "mpirun -np ${np} printed no checksum")
+  endif()
+endforeach()
+file(SIZE "${DIR}/out1.q16" size1)
+if(NOT size1 EQUAL 6000034)
+  message(FATAL_ERROR "one rank wrote ${size1} bytes, not 6000034")
+endif()
+file(SHA256 "${DIR}/out1.q16" hash1)
+file(SHA256 "${DIR}/out2.q16" hash2)
+if(NOT hash1 STREQUAL hash2)
+  message(FATAL_ERROR "two ranks wrote other bytes than one rank")
+endif()
+if(NOT sum1 STREQUAL sum2)
+  message(FATAL_ERROR "two ranks printed '${sum2}', one rank '${sum1}'")
+endif()
+message(STATUS "1 and 2 ranks: the same ${size1} bytes and ${sum1}")
+file(REMOVE_RECURSE "${DIR}")
