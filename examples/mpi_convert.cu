@@ -154,7 +154,10 @@ int run(int argc, char** argv) {
     if (!f) throw std::runtime_error("cannot open " + in);
     n = static_cast<std::uint64_t>(f.tellg()) / sizeof(float);
   }
-  if (rank == 0) std::ofstream(out, std::ios::binary | std::ios::trunc);
+  if (rank == 0) {
+    std::ofstream made_empty(out, std::ios::binary | std::ios::trunc);
+    if (!made_empty) throw std::runtime_error("cannot create " + out);
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   const chunkpipe::Shard mine = chunkpipe::shard(static_cast<std::size_t>(n), rank, size, segment);
   const double t0 = MPI_Wtime();

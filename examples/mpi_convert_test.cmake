@@ -3,6 +3,9 @@
 # input, converts it with 1 and with 2 ranks on the host backend, and fails
 # unless both wrote the same bytes and printed the same checksum.
 #   -DPROG=path/to/mpi_convert -DMPIEXEC=mpiexec -DDIR=scratch-dir
+if(NOT MPIEXEC)
+  message(FATAL_ERROR "no mpiexec (MPIEXEC_EXECUTABLE) was found")
+endif()
 file(REMOVE_RECURSE "${DIR}")
 file(MAKE_DIRECTORY "${DIR}")
 # 3 million floats and a bit: shares of whole Reduce segments and a short last one.
@@ -20,7 +23,7 @@ if(version MATCHES "Open MPI|OpenRTE")
 endif()
 foreach(np 1 2)
   execute_process(COMMAND "${MPIEXEC}" -np ${np} ${extra} "${PROG}" --host --in "${DIR}/in.f32" --out "${DIR}/out${np}.q16"
-                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 240)
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
   message(STATUS "${np} rank(s):\n${out}${err}")
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "mpirun -np ${np} mpi_convert failed (${rc})")

@@ -29,7 +29,10 @@ struct Measured {
   std::size_t run_elems = 0;              ///< elements of a typical run
   std::size_t in_bytes_per_elem = 4;      ///< over all inputs
   std::size_t out_bytes_per_elem = 4;     ///< over all outputs
-  std::vector<double> stage_ns_per_elem;  ///< each stage's kernel time per element
+  std::vector<double> stage_ns_per_elem;  ///< each stage's kernel time per element, tails not included
+  /// Units must be whole multiples of this (a Reduce's segment), as the
+  /// pipeline's own geometry is.
+  std::size_t unit_multiple = 1;
 };
 
 /// One schedule considered, with the simulator's figure for it.
@@ -60,9 +63,12 @@ std::string to_string(const Options& o);
 /// Chooses policy, depth and kernel lanes for a pipeline with `user`'s
 /// options (its window, memory budget and everything else kept) running
 /// runs like `m` on `machine`. Considered: the options as they are; the
-/// automatic policy and stage_streams at depths 2 to 4 with 1 to 3 kernel
-/// lanes; slot_streams at depths 2 to 4; only those whose slots fit in the
-/// memory the options as they are use (or Options::memory_elems, if more).
+/// automatic policy at the default depth and stage_streams at depths 2 to
+/// 4, each with 1 to 3 kernel lanes; slot_streams at depths 2 to 4; only
+/// those whose slots fit in the memory the options as they are use (or
+/// Options::memory_elems, if more), and that resolve at all (a grain that
+/// would need too many slots is skipped). Host staging is not modelled:
+/// the prediction is for pinned runs.
 /// A pipeline with a stage that sees chunks (`all_elementwise` false)
 /// keeps its window as the unit. The fastest prediction wins unless the
 /// options as they are come within `margin` (a fraction) of it. Never
@@ -78,7 +84,7 @@ namespace detail {
 inline Candidate predict_candidate(const Options& o, bool all_elementwise, const Measured& m, const Machine& machine) {
   Candidate c;
   c.options = o;
-  c.geometry = detail::resolve_geometry(o, all_elementwise, Target::device);
+  c.geometry = detail::resolve_geometry(o, all_elementwise, Target::device, m.unit_multiple);
   PlanShape shape;
   shape.stages = static_cast<int>(m.stage_ns_per_elem.size());
   shape.kernel_lanes = c.geometry.kernel_lanes;
@@ -141,7 +147,12 @@ inline Decision decide(const Options& user, bool all_elementwise, const Measured
     o.policy = policy;
     o.depth = depth;
     o.kernel_lanes = lanes;
-    const Geometry g = detail::resolve_geometry(o, all_elementwise, detail::Target::device);
+    Geometry g;
+    try {
+      g = detail::resolve_geometry(o, all_elementwise, detail::Target::device, m.unit_multiple);
+    } catch (const config_error&) {
+      return;  // options a pipeline would refuse (a grain cut into too many slots): not a candidate
+    }
     if (slot_elems(g) > budget) return;  // more memory than the options allow
     for (const Candidate& c : d.ranked) {
       const Geometry& h = c.geometry;

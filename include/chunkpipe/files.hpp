@@ -55,12 +55,17 @@ struct FileSinkOptions {
   bool sync = true;
   /// Where the run's element 0 goes in the file, in elements: one of
   /// several processes writing its share of one file (shard()). Needs a
-  /// regular file.
+  /// regular file, and `shared` (a file truncated or renamed into place
+  /// would lose the other shares).
   std::size_t first = 0;
   /// Other writers fill the rest of the file: open it without truncating,
   /// create it if missing, and write this run's elements in place. Needs
   /// temporary off (each writer would rename its own copy over the
-  /// others'). A failed run leaves what it wrote.
+  /// others'). The sink neither truncates nor sizes the file: make it empty
+  /// (or of its final size) before the writers start, as
+  /// examples/mpi_convert.cu does on one rank before a barrier, or bytes of
+  /// an older, longer file stay past the end. A failed run leaves what it
+  /// wrote.
   bool shared = false;
 };
 
@@ -456,6 +461,11 @@ Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOption
   if (options.shared && options.temporary) {
     throw pipeline_error("chunkpipe: file_sink " + detail::quoted(path) +
                          ": a shared file is written in place; set FileSinkOptions::temporary to false");
+  }
+  if (options.first != 0 && !options.shared) {
+    throw pipeline_error("chunkpipe: file_sink " + detail::quoted(path) + ": FileSinkOptions::first " +
+                         std::to_string(options.first) +
+                         " writes one share of a file, which needs shared (truncating it would lose the others)");
   }
   auto s = std::make_shared<detail::FileWriterState>();
   s->path = path;

@@ -6,6 +6,7 @@
 //   const chunkpipe::Shard mine = chunkpipe::shard(n, rank, size);
 //   auto in  = chunkpipe::file_source<float>(path, {mine.first, mine.count});
 //   auto out = chunkpipe::file_sink<float>(out_path, {.temporary = false, .first = mine.first, .shared = true});
+//   // (one process makes out_path empty before any writes: a shared sink never truncates)
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -36,6 +37,9 @@ inline Shard shard(std::size_t n, int rank, int size, std::size_t multiple = 1) 
                        ")");
   }
   if (multiple == 0) throw config_error("chunkpipe: shard: multiple must be at least 1 (got 0)");
+  if (n == static_cast<std::size_t>(-1)) {
+    throw config_error("chunkpipe: shard: n must be a length (got unknown_length)");
+  }
   const std::size_t units = n / multiple + (n % multiple != 0 ? 1 : 0);
   const auto r = static_cast<std::size_t>(rank), s = static_cast<std::size_t>(size);
   // The last `extra` ranks take one unit more: the last unit may be short,
@@ -43,10 +47,11 @@ inline Shard shard(std::size_t n, int rank, int size, std::size_t multiple = 1) 
   const std::size_t base = units / s, extra = units % s, from = s - extra;
   const std::size_t first_unit = r * base + (r > from ? r - from : 0);
   const std::size_t my_units = base + (r >= from && extra != 0 ? 1 : 0);
+  // In units first, so that multiplying never passes n (nor overflows).
+  auto at = [&](std::size_t unit) { return unit >= units ? n : unit * multiple; };
   Shard out;
-  out.first = first_unit * multiple < n ? first_unit * multiple : n;
-  const std::size_t end = (first_unit + my_units) * multiple < n ? (first_unit + my_units) * multiple : n;
-  out.count = end - out.first;
+  out.first = at(first_unit);
+  out.count = at(first_unit + my_units) - out.first;
   return out;
 }
 

@@ -46,11 +46,13 @@ struct Machine {
   double host_copy_gbps = 0.0;
   /// Fixed cost of every op (copy, kernel or host copy) in microseconds.
   double op_overhead_us = 0.0;
-  /// A kernel's tail: at its end, the time its last this-many elements
-  /// take (at its stage's per-element time; all of it for a smaller
-  /// kernel) is spent in a partly filled last wave. A kernel of another
-  /// stream may start then; one of its own stream waits for it. 0: no
-  /// tail, every kernel has the SMs to itself to its end.
+  /// A kernel's tail: the time its last wave, partly filled, adds to the
+  /// kernel, as the time this many elements take at its stage's
+  /// per-element time (as many as the kernel has, if fewer). A kernel of
+  /// another stream may start during it; one of its own stream waits for
+  /// it. Stage times per element are then those of a kernel without it (a
+  /// long kernel's, over many waves). 0: no tail, every kernel has the SMs
+  /// to itself to its end.
   double kernel_tail_elems = 0.0;
   /// Host time to issue one device op (a copy or a kernel with its waits
   /// and events), in microseconds: one thread issues them in plan order,

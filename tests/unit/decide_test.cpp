@@ -232,4 +232,29 @@ TEST_CASE("decided Options print as C++ to paste, and bad inputs are refused", "
   Measured no_stage = work;
   no_stage.stage_ns_per_elem.clear();
   CHECK_THROWS_AS(decide(Options{}, true, no_stage, m), config_error);
+
+  // Options that hold for the user's policy and not for every candidate's:
+  // those candidates are left out, not the decision.
+  Options fine_grain;
+  fine_grain.chunk_elems = std::size_t{1} << 22;
+  fine_grain.policy = Policy::slot_streams;
+  fine_grain.grain_elems = 1024;
+  work.run_elems = std::size_t{1} << 24;
+  CHECK_NOTHROW(decide(fine_grain, true, work, m));
+}
+
+TEST_CASE("a decision for a pipeline ending in a Reduce keeps whole segments", "[decide]") {
+  const Machine m = machines::h200_pcie5();
+  Measured work;
+  work.run_elems = std::size_t{1} << 24;
+  work.stage_ns_per_elem.push_back(0.15);
+  work.unit_multiple = 16384;
+  Options user;
+  user.chunk_elems = std::size_t{1} << 16;
+  user.memory_elems = 1000000;  // not a multiple of the segment: units are rounded to whole segments
+  const Decision d = decide(user, true, work, m);
+  for (const Candidate& c : d.ranked) {
+    CHECK(c.geometry.chunk_elems % 16384 == 0);
+    CHECK(same_schedule(detail::resolve_geometry(c.options, true, detail::Target::device, 16384), c.geometry));
+  }
 }

@@ -640,6 +640,11 @@ TEST_CASE("shard splits a range into contiguous shares in rank order, and refuse
   CHECK_THROWS_AS(shard(10, 2, 2), config_error);
   CHECK_THROWS_AS(shard(10, -1, 2), config_error);
   CHECK_THROWS_AS(shard(10, 0, 2, 0), config_error);
+  CHECK_THROWS_AS(shard(unknown_length, 0, 2), config_error);
+  // Near the top of size_t: no overflow on the way.
+  const std::size_t big = std::numeric_limits<std::size_t>::max() - 1;
+  CHECK(shard(big, 0, 1, std::size_t{1} << 20).count == big);
+  CHECK(shard(big, 1, 2, std::size_t{1} << 20).first + shard(big, 1, 2, std::size_t{1} << 20).count == big);
 }
 
 TEST_CASE("a file range is checked against the file, and a shared sink must write in place", "[files][shard][errors]") {
@@ -651,6 +656,9 @@ TEST_CASE("a file range is checked against the file, and a shared sink must writ
   CHECK_NOTHROW(file_source<float>(in, {100, 0}));
   CHECK_NOTHROW(file_source<float>(in, {40, unknown_length}));
   CHECK(contains(error_of([&] { (void)file_sink<float>(dir / "out.f32", {.shared = true}); }), "temporary"));
+  // A share of a file that would be truncated under the other shares.
+  CHECK(contains(error_of([&] { (void)file_sink<float>(dir / "out.f32", {.temporary = false, .first = 8}); }),
+                 "needs shared"));
   // A range to the end reads just that.
   HostPipeline<Map<Fma>> pipe({.chunk_elems = 16}, Map<Fma>{kFma});
   std::vector<float> y(60, std::numeric_limits<float>::quiet_NaN());
