@@ -672,6 +672,33 @@ int bench(const Args& a, int engines) {
   }
   std::printf("   -> faster at %d points, tied within resolution at %d, slower at %d: %s\n", ahead, ties, behind,
               behind == 0 ? "met" : "MISSED");
+  // The automatic policy's grid: the default with only the window set ("cp
+  // auto") against the floor and against the best fixed schedule there
+  // (any explicit policy, depth and lane count this sweep ran).
+  std::printf("\n== the default with the window set, against the floor and the best fixed schedule\n");
+  std::printf("%6s %7s %11s %7s  %-28s %9s %12s\n", "FMAs", "window", "default ms", "/floor", "best fixed", "ms",
+              "default/best");
+  int grid_points = 0, under_floor_goal = 0, over_best = 0;
+  for (int iters : a.intensities) {
+    for (std::size_t cm : a.chunks_mib) {
+      const Row* def = find(iters, static_cast<double>(cm), "cp auto");
+      const Row* best = nullptr;
+      for (const Row& r : rows) {
+        if (r.intensity != iters || r.chunk_mib != static_cast<double>(cm) || r.family != "chunkpipe") continue;
+        if (r.schedule.rfind("cp auto", 0) == 0) continue;  // the automatic policy's own variants
+        if (!best || r.t.median < best->t.median) best = &r;
+      }
+      if (!def || !best) continue;
+      ++grid_points;
+      const double eff = def->floor_ms / def->t.median, vs_best = paired(*def, *best);
+      under_floor_goal += eff < 0.97 ? 1 : 0;
+      over_best += vs_best > 1.02 ? 1 : 0;
+      std::printf("%6d %4zu MiB %11.3f %7.3f  %-28s %9.3f %12.3f\n", iters, cm, def->t.median, eff,
+                  best->schedule.c_str(), best->t.median, vs_best);
+    }
+  }
+  std::printf("   -> default below 0.97 of the floor at %d of %d points, more than 2%% slower than the best fixed at %d\n",
+              under_floor_goal, grid_points, over_best);
   std::vector<double> errors;
   for (const Row& r : rows) {
     if (r.predicted_ms > 0) errors.push_back(std::fabs(r.predicted_ms - r.t.median) / r.t.median);
