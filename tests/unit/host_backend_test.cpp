@@ -75,6 +75,16 @@ std::vector<T> poisoned(std::size_t n) {
 
 const Policy all_policies[] = {Policy::serial, Policy::slot_streams, Policy::stage_streams, Policy::automatic};
 
+// One run of x into y, as pageable ranges (staged) or as pinned ones.
+template <class Pipe>
+void run_staged_or_pinned(Pipe& pipe, const std::vector<float>& x, std::vector<float>& y, bool stage) {
+  if (stage) {
+    pipe.run(x, y);
+  } else {
+    pipe.run(pinned(x), pinned(y));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("one Map, every policy and depth, ragged tails and shuffled orders", "[host]") {
@@ -88,11 +98,7 @@ TEST_CASE("one Map, every policy and depth, ragged tails and shuffled orders", "
             HostPipeline<Map<Fma>> pipe({.chunk_elems = 64, .depth = depth, .policy = policy}, Map<Fma>{f});
             pipe.set_seed(seed);
             std::vector<float> y = poisoned<float>(n);
-            if (stage) {
-              pipe.run(x, y);
-            } else {
-              pipe.run(pinned(x), pinned(y));
-            }
+            run_staged_or_pinned(pipe, x, y, stage);
             INFO(to_string(policy) << " depth " << depth << " n " << n << " seed " << seed << " staged " << stage);
             for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == f(x[i]));
             REQUIRE(check_hazards(pipe.issued_plan()).ok());
@@ -278,11 +284,7 @@ TEST_CASE("kernel lanes give the reference in shuffled orders, staged or not", "
           REQUIRE(pipe.geometry().kernel_lanes == std::min(lanes, depth));
           pipe.set_seed(seed);
           std::vector<float> y = poisoned<float>(n);
-          if (stage) {
-            pipe.run(x, y);
-          } else {
-            pipe.run(pinned(x), pinned(y));
-          }
+          run_staged_or_pinned(pipe, x, y, stage);
           INFO("lanes " << lanes << " depth " << depth << " seed " << seed << " staged " << stage);
           for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == g(f(x[i])));
           REQUIRE(check_hazards(pipe.issued_plan()).ok());
