@@ -161,22 +161,7 @@ class FileReader {
                                          "file_source for each run"
                                        : " was asked for chunk " + std::to_string(chunk) + " out of order"));
     }
-    auto* dst = reinterpret_cast<unsigned char*>(slot.data());
-    std::size_t got = 0;
-    while (got < want) {
-      const std::size_t ask = std::min(want - got, max_io_bytes);
-      const ::ssize_t r = s.positional ? ::pread(s.fd.get(), dst + got, ask, static_cast<::off_t>(offset + got))
-                                       : ::read(s.fd.get(), dst + got, ask);
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        const int e = errno;
-        throw pipeline_error("chunkpipe: reading " + detail::quoted(s.path) + " failed at byte offset " +
-                             std::to_string(offset + got) + ": " + detail::errno_text(e));
-      }
-      if (r == 0) break;  // end of file
-      got += static_cast<std::size_t>(r);
-      if (!s.positional) s.consumed += static_cast<std::uint64_t>(r);
-    }
+    const std::size_t got = read_at(s, reinterpret_cast<unsigned char*>(slot.data()), want, offset);
     const std::uint64_t end = offset + got;
     const bool ended = got < want;
     // A file that changed under the run: its output would silently be a mix.
@@ -195,29 +180,39 @@ class FileReader {
   }
 
  private:
+  // Up to `want` bytes at byte `offset` (pread), or next (read, for a pipe),
+  // stopping early only at the end of the file. Throws pipeline_error with
+  // the offset if a read fails.
+  static std::size_t read_at(FileReaderState& s, unsigned char* dst, std::size_t want, std::uint64_t offset) {
+    std::size_t got = 0;
+    while (got < want) {
+      const std::size_t ask = std::min(want - got, max_io_bytes);
+      const ::ssize_t r = s.positional ? ::pread(s.fd.get(), dst + got, ask, static_cast<::off_t>(offset + got))
+                                       : ::read(s.fd.get(), dst + got, ask);
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        const int e = errno;
+        throw pipeline_error("chunkpipe: reading " + detail::quoted(s.path) + " failed at byte offset " +
+                             std::to_string(offset + got) + ": " + detail::errno_text(e));
+      }
+      if (r == 0) break;  // end of file
+      got += static_cast<std::size_t>(r);
+      if (!s.positional) s.consumed += static_cast<std::uint64_t>(r);
+    }
+    return got;
+  }
+
   // A range of a regular file: the chunk's share of it, all of which the
   // file held when opened, so a short read means the file shrank.
   static std::size_t read_range(FileReaderState& s, std::size_t chunk, ::cuda::std::span<T> slot) {
     const std::uint64_t rel = static_cast<std::uint64_t>(chunk) * slot.size() * sizeof(T);
     if (rel >= s.limit) return 0;
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(slot.size() * sizeof(T), s.limit - rel));
-    auto* dst = reinterpret_cast<unsigned char*>(slot.data());
-    std::size_t got = 0;
-    while (got < want) {
-      const std::size_t ask = std::min(want - got, max_io_bytes);
-      const ::ssize_t r = ::pread(s.fd.get(), dst + got, ask, static_cast<::off_t>(s.base + rel + got));
-      if (r < 0) {
-        if (errno == EINTR) continue;
-        const int e = errno;
-        throw pipeline_error("chunkpipe: reading " + detail::quoted(s.path) + " failed at byte offset " +
-                             std::to_string(s.base + rel + got) + ": " + detail::errno_text(e));
-      }
-      if (r == 0) {
-        throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it ended at byte " +
-                             std::to_string(s.base + rel + got) + ", inside the range of bytes " +
-                             std::to_string(s.base) + " to " + std::to_string(s.base + s.limit) + " it held when opened");
-      }
-      got += static_cast<std::size_t>(r);
+    const std::size_t got = read_at(s, reinterpret_cast<unsigned char*>(slot.data()), want, s.base + rel);
+    if (got < want) {
+      throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it ended at byte " +
+                           std::to_string(s.base + rel + got) + ", inside the range of bytes " +
+                           std::to_string(s.base) + " to " + std::to_string(s.base + s.limit) + " it held when opened");
     }
     return want / sizeof(T);
   }
