@@ -389,12 +389,16 @@ class CudaRunner {
       return RunTicket(run);
     }
 
-    if (small && executor == Executor::streams && hold(run, *ends, n, issue_fn)) {
+    // What every queued run leaves behind here, held or issued.
+    auto queued = [&] {
       ++runs_started_;
       in_flight_.add(run, ranges);
       last_ = run;
       last_ends_ = ends;
       last_elems_ = n;
+    };
+    if (small && executor == Executor::streams && hold(run, *ends, n, issue_fn)) {
+      queued();
       if (held_ && held_->elems >= front_.geometry().chunk_elems) release_held_or_apart_locked();
       return RunTicket(run);
     }
@@ -407,11 +411,7 @@ class CudaRunner {
     for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
     const std::size_t index = runs_started_;
     if (!inline_issue) worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
-    ++runs_started_;
-    in_flight_.add(run, ranges);
-    last_ = run;
-    last_ends_ = ends;
-    last_elems_ = n;
+    queued();
     on_gpu_ = run;
     if (inline_issue) issue<in_types>(run, spec, n, index);
     return RunTicket(run);
