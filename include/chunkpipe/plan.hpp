@@ -89,6 +89,11 @@ struct PlanShape {
   /// next chunk's kernel can fill. Copies keep one stream per direction.
   /// Other policies ignore it. At least 1.
   int kernel_lanes = 1;
+  /// Runs may take fewer of those lanes (RunSpec::kernel_lanes), as a
+  /// pipeline that decides its lanes after calibrating does. Costs an event
+  /// on stage ops whose next lap is a stage op, since that op may be on any
+  /// lane; without it every run takes all kernel_lanes.
+  bool lanes_vary = false;
 };
 
 /// One queue of a plan.
@@ -139,6 +144,13 @@ struct RunSpec {
   /// Elements in the run, 0 if not known. Only the simulator reads it (the
   /// run's last chunk may be short).
   std::size_t elems = 0;
+  /// stage_streams: kernel lanes this run's chunks take turns on, 1 to the
+  /// shape's kernel_lanes (its streams exist for the schedule's life) where
+  /// the shape's lanes_vary is set; 0: all of them. A pipeline that decides its lanes after calibrating
+  /// (decide.hpp) changes it from one run to the next; each run's chunks
+  /// stay on their lanes, and the waits between runs follow from the ops
+  /// as always. Other policies ignore it.
+  int kernel_lanes = 0;
 };
 
 /// One run of a plan: a range of chunks and of ops, issued after every op
@@ -151,6 +163,7 @@ struct PlanRun {
   bool stage_in = false;
   bool stage_out = false;
   std::size_t elems = 0;     ///< as in RunSpec; for a run a Source ended, what it produced (driver.hpp)
+  int kernel_lanes = 1;      ///< the lanes its stage ops took turns on (1 but for stage_streams)
   /// Ops whose completion implies that of every op of the run: the last op
   /// of each queue the run used that no other such op waits for. A run is
   /// complete when these are; an executor records its completion after them.
@@ -306,7 +319,8 @@ class PlanBuilder {
 
   Policy policy_;
   int depth_;
-  int lanes_ = 1;  // streams per stage (PlanShape::kernel_lanes; stage_streams only)
+  int lanes_ = 1;      // streams per stage (PlanShape::kernel_lanes; stage_streams only)
+  int run_lanes_ = 1;  // of those, the ones the open run's chunks take turns on (RunSpec::kernel_lanes)
   PlanShape shape_;
   std::vector<Queue> queues_;
   std::vector<Step> steps_;

@@ -6,6 +6,7 @@
 
 #include "catch.hpp"
 
+#include <cstdint>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -277,4 +278,64 @@ TEST_CASE("kernel lanes: consecutive chunks' stages take turns on their own stre
   REQUIRE(make_plan(Policy::slot_streams, 4, shape, 8).queues.size() == 4);
   shape.kernel_lanes = 0;
   REQUIRE_THROWS_AS(make_plan(Policy::stage_streams, 4, shape, 8), config_error);
+}
+
+TEST_CASE("kernel lanes may change from one run to the next, and every sequence stays safe",
+          "[plan][hazards][lanes][streaming]") {
+  // A pipeline that decides its lanes after calibrating (decide.hpp) keeps
+  // the schedule's streams and moves later runs onto more (or fewer) lanes.
+  std::uint64_t seed = 12345;
+  auto next = [&](std::uint64_t m) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (seed >> 33) % m;
+  };
+  for (int lanes : {2, 3}) {
+    for (int depth : {2, 3, 4, 6, 8, 24}) {
+      for (const PlanShape& base : shapes()) {
+        PlanShape shape = base;
+        shape.kernel_lanes = lanes;
+        shape.lanes_vary = true;
+        shape.per_run_staging = true;
+        for (int trial = 0; trial < 3; ++trial) {
+          std::vector<RunSpec> runs;
+          for (int r = 0; r < 6; ++r) {
+            RunSpec spec;
+            spec.chunks = 1 + next(2 * static_cast<std::uint64_t>(depth) + 3);
+            spec.stage_in = next(2) == 1;
+            spec.stage_out = next(2) == 1;
+            spec.kernel_lanes = static_cast<int>(next(static_cast<std::uint64_t>(lanes) + 1));  // 0: all
+            runs.push_back(spec);
+          }
+          const Plan plan = make_plan(Policy::stage_streams, depth, shape, runs);
+          INFO("lanes " << lanes << " depth " << depth << " stages " << shape.stages << " trial " << trial);
+          const HazardReport report = check_hazards(plan);
+          INFO(report);
+          REQUIRE(report.ok());
+          REQUIRE(plan.runs.size() == runs.size());
+          for (std::size_t r = 0; r < runs.size(); ++r) {
+            const PlanRun& run = plan.runs[r];
+            const int used = runs[r].kernel_lanes == 0 ? lanes : runs[r].kernel_lanes;
+            REQUIRE(run.kernel_lanes == used);
+            for (std::size_t i = run.first_op; i < run.first_op + run.ops; ++i) {
+              const Op& op = plan.ops[i];
+              if (op.kind != OpKind::stage) continue;
+              // Chunk c of the run on lane c % (the run's lanes), within its stage's streams.
+              REQUIRE(op.queue == 1 + op.stage * lanes + static_cast<int>(op.chunk % static_cast<std::size_t>(used)));
+            }
+          }
+        }
+      }
+    }
+  }
+  // More lanes than the schedule has streams for is refused.
+  PlanShape shape;
+  shape.kernel_lanes = 2;
+  RunSpec spec{4, false, false, 0};
+  spec.kernel_lanes = 3;
+  REQUIRE_THROWS_AS(make_plan(Policy::stage_streams, 4, shape, std::vector<RunSpec>{spec}), config_error);
+  // And fewer, unless the shape lets runs' lanes vary.
+  spec.kernel_lanes = 1;
+  REQUIRE_THROWS_AS(make_plan(Policy::stage_streams, 4, shape, std::vector<RunSpec>{spec}), config_error);
+  shape.lanes_vary = true;
+  REQUIRE(make_plan(Policy::stage_streams, 4, shape, std::vector<RunSpec>{spec}).runs.at(0).kernel_lanes == 1);
 }

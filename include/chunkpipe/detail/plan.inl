@@ -102,6 +102,7 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
                        std::to_string(shape_.kernel_lanes));
   }
   lanes_ = policy_ == Policy::stage_streams ? shape_.kernel_lanes : 1;
+  run_lanes_ = lanes_;
   const bool mixed = shape_.per_run_staging;
   const bool can_stage_in = mixed || shape_.stage_in;
   if (shape_.variable_out) shape_.stage_out = true;  // only a host-out op knows what to copy
@@ -261,7 +262,7 @@ inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
     case Policy::stage_streams:
       if (step.kind == OpKind::h2d) return 0;
       if (step.kind == OpKind::stage) {
-        return 1 + step.stage * lanes_ + static_cast<int>(chunk % static_cast<std::size_t>(lanes_));
+        return 1 + step.stage * lanes_ + static_cast<int>(chunk % static_cast<std::size_t>(run_lanes_));
       }
       return 1 + shape_.stages * lanes_;  // d2h
     default: return 0;
@@ -299,7 +300,11 @@ inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
   for (std::size_t other = 0; other < n; ++other) {
     if (!conflicts_[s * n + other]) continue;
     const int waiter = queue_of(steps_[other], next);
-    if (waiter == q) continue;
+    // The next lap may belong to a later run with other lanes
+    // (RunSpec::kernel_lanes): a stage op there may be on any lane of its
+    // stage, so only one lane of its own could do without the event.
+    const bool other_lanes = shape_.lanes_vary && lanes_ > 1 && steps_[other].kind == OpKind::stage;
+    if (waiter == q && !other_lanes) continue;
     if (queues_[static_cast<std::size_t>(waiter)].kind == QueueKind::host || last_of_batch) return true;
   }
   return false;
@@ -323,6 +328,16 @@ inline void PlanBuilder::begin_run(const RunSpec& spec) {
   // so batched waits find each batch whole.
   std::size_t base = next_chunk_;
   if (skipped_ && wait_batch_ > 1) base = (base + wait_batch_ - 1) / wait_batch_ * wait_batch_;
+  if (spec.kernel_lanes < 0 || spec.kernel_lanes > lanes_) {
+    throw config_error("chunkpipe: RunSpec::kernel_lanes " + std::to_string(spec.kernel_lanes) +
+                       " is more lanes than this schedule has (" + std::to_string(lanes_) + "; 0 takes them all)");
+  }
+  if (!shape_.lanes_vary && spec.kernel_lanes != 0 && spec.kernel_lanes != lanes_) {
+    throw config_error("chunkpipe: RunSpec::kernel_lanes " + std::to_string(spec.kernel_lanes) +
+                       " differs from the schedule's " + std::to_string(lanes_) +
+                       ", and its shape does not let runs' lanes vary (PlanShape::lanes_vary)");
+  }
+  run_lanes_ = spec.kernel_lanes == 0 ? lanes_ : spec.kernel_lanes;
   run_open_ = true;
   variant_ = v;
   spec_ = spec;
@@ -414,6 +429,7 @@ inline PlanRun PlanBuilder::end_run() {
   r.stage_in = (variant_ & 1) != 0;
   r.stage_out = (variant_ & 2) != 0;
   r.elems = spec_.elems;
+  r.kernel_lanes = run_lanes_;
   // The run's last op on each queue, less those another such op waits for
   // (directly or not): what is left implies every op of the run.
   for (std::size_t q = 0; q < run_tail_.size(); ++q) {
