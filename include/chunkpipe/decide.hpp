@@ -14,6 +14,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
 #include <chunkpipe/simulate.hpp>
 
 #include <algorithm>
@@ -77,6 +78,32 @@ std::string to_string(const Options& o);
 Decision decide(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
                 double margin = 0.01);
 
+/// The decision a pipeline can still make once its slots are laid out:
+/// kernel lanes only, 1 to `most`, with the policy, depth and unit that
+/// `user`'s options resolve to kept (the automatic policy's calibration,
+/// which changes lanes from one run to the next). The options as they are
+/// (their lanes, 1 for 0) stay unless another count is predicted faster by
+/// more than `margin`. Never blocks; deterministic. Throws config_error as
+/// decide() does, and for `most` below 1.
+Decision decide_lanes(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
+                      int most, double margin = 0.01);
+
+/// The decision a calibrating pipeline makes (ChunkedPipeline::decision()),
+/// from the device ops it timed in its first chunks (`timed`: each op's
+/// kind, stage, elements, bytes, and end_ms - start_ms its time on the GPU)
+/// for runs of `run_elems` elements of `stages` Map stages: the stages'
+/// time per element (median; a kernel's tail taken out as the simulator
+/// puts it in), the copies' bytes per element and rates as they ran
+/// (median; both directions at once where the run overlapped them, so the
+/// two-way total is left to their sum and the per-copy cost is inside
+/// them), with the H200's figures for what events cannot show (a kernel's
+/// tail, an op's overhead and issue cost); then decide_lanes() up to
+/// `most` lanes. Ops of 0 elements or of no measurable time are left out.
+/// Never blocks; deterministic. Throws config_error when no copy each way
+/// or no op of some stage is left, and as decide_lanes() does.
+Decision decide_calibrated(const Options& user, int stages, const std::vector<TimedOp>& timed, std::size_t run_elems,
+                           int most, double margin = 0.01);
+
 // ---------------------------------------------------------------------------
 
 namespace detail {
@@ -128,13 +155,60 @@ inline std::string to_string(const Options& o) {
   return s + "}";
 }
 
-inline Decision decide(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
-                       double margin) {
+namespace detail {
+
+inline void check_decision_inputs(const Options& user, const Measured& m, double margin) {
   detail::validate_options(user);
   if (m.run_elems == 0) throw config_error("chunkpipe: decide: run_elems must be at least 1 (got 0)");
   if (m.stage_ns_per_elem.empty()) throw config_error("chunkpipe: decide: stage_ns_per_elem needs one figure per stage");
   if (!(margin >= 0.0)) throw config_error("chunkpipe: decide: margin must be 0 or more");
+}
 
+inline bool same_schedule(const Geometry& a, const Geometry& b) {
+  return a.policy == b.policy && a.depth == b.depth && a.chunk_elems == b.chunk_elems &&
+         a.kernel_lanes == b.kernel_lanes;
+}
+
+// Ranks d.ranked (the options as they are first), chooses, and says why.
+inline void conclude(Decision& d, const Measured& m, const Machine& machine, double margin) {
+  const Candidate as_is = d.ranked.front();
+  std::stable_sort(d.ranked.begin(), d.ranked.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.predicted_ms < b.predicted_ms; });
+  const Candidate& best = d.ranked.front();
+  const bool keep = as_is.predicted_ms <= best.predicted_ms * (1.0 + margin);
+  d.chosen = keep ? as_is : best;
+  d.chosen.is_default = keep;
+
+  // What bounds the work: the slowest of the link (per element, each way
+  // and both at once) and the stages' kernels.
+  const LinkModel& link = machine.link;
+  const double in_ns = static_cast<double>(m.in_bytes_per_elem) / link.h2d_gbps;
+  const double out_ns = static_cast<double>(m.out_bytes_per_elem) / link.d2h_gbps;
+  const double both_ns = link.both_gbps > 0 ? static_cast<double>(m.in_bytes_per_elem + m.out_bytes_per_elem) /
+                                                  link.both_gbps
+                                            : 0.0;
+  const double link_ns = std::max({in_ns, out_ns, both_ns});
+  double kernel_ns = 0.0;
+  for (double ns : m.stage_ns_per_elem) kernel_ns = std::max(kernel_ns, ns);
+  const std::string bound = kernel_ns > link_ns ? "compute-bound" : "link-bound";
+  d.why = bound + " (kernel " + fixed3(kernel_ns) + " ns per element, link " + fixed3(link_ns) + "): ";
+  if (keep) {
+    d.why += "keeps " + schedule_name(as_is.geometry) + ", predicted " + fixed3(as_is.predicted_ms) + " ms";
+    if (best.predicted_ms < as_is.predicted_ms) {
+      d.why += ", within " + fixed3(100.0 * margin) + "% of the fastest (" + schedule_name(best.geometry) + ", " +
+               fixed3(best.predicted_ms) + " ms)";
+    }
+  } else {
+    d.why += schedule_name(best.geometry) + ", predicted " + fixed3(best.predicted_ms) + " ms against " +
+             fixed3(as_is.predicted_ms) + " for " + schedule_name(as_is.geometry);
+  }
+}
+
+}  // namespace detail
+
+inline Decision decide(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
+                       double margin) {
+  detail::check_decision_inputs(user, m, margin);
   Decision d;
   const Candidate as_is = detail::predict_candidate(user, all_elementwise, m, machine);
   auto slot_elems = [](const Geometry& g) { return static_cast<std::size_t>(g.depth) * g.chunk_elems; };
@@ -155,11 +229,7 @@ inline Decision decide(const Options& user, bool all_elementwise, const Measured
     }
     if (slot_elems(g) > budget) return;  // more memory than the options allow
     for (const Candidate& c : d.ranked) {
-      const Geometry& h = c.geometry;
-      if (h.policy == g.policy && h.depth == g.depth && h.chunk_elems == g.chunk_elems &&
-          h.kernel_lanes == g.kernel_lanes) {
-        return;  // the same schedule by another name
-      }
+      if (detail::same_schedule(c.geometry, g)) return;  // the same schedule by another name
     }
     d.ranked.push_back(detail::predict_candidate(o, all_elementwise, m, machine));
   };
@@ -168,40 +238,77 @@ inline Decision decide(const Options& user, bool all_elementwise, const Measured
     for (int lanes = 1; lanes <= 3; ++lanes) consider(Policy::stage_streams, depth, lanes);
   }
   for (int depth = 2; depth <= 4; ++depth) consider(Policy::slot_streams, depth, 0);
-
-  std::stable_sort(d.ranked.begin(), d.ranked.end(),
-                   [](const Candidate& a, const Candidate& b) { return a.predicted_ms < b.predicted_ms; });
-  const Candidate& best = d.ranked.front();
-  const bool keep = as_is.predicted_ms <= best.predicted_ms * (1.0 + margin);
-  d.chosen = keep ? as_is : best;
-  d.chosen.is_default = keep;
-
-  // What bounds the work: the slowest of the link (per element, each way
-  // and both at once) and the stages' kernels.
-  const LinkModel& link = machine.link;
-  const double in_ns = static_cast<double>(m.in_bytes_per_elem) / link.h2d_gbps;
-  const double out_ns = static_cast<double>(m.out_bytes_per_elem) / link.d2h_gbps;
-  const double both_ns = link.both_gbps > 0 ? static_cast<double>(m.in_bytes_per_elem + m.out_bytes_per_elem) /
-                                                  link.both_gbps
-                                            : 0.0;
-  const double link_ns = std::max({in_ns, out_ns, both_ns});
-  double kernel_ns = 0.0;
-  for (double ns : m.stage_ns_per_elem) kernel_ns = std::max(kernel_ns, ns);
-  const std::string bound = kernel_ns > link_ns ? "compute-bound" : "link-bound";
-  d.why = bound + " (kernel " + detail::fixed3(kernel_ns) + " ns per element, link " + detail::fixed3(link_ns) +
-          "): ";
-  if (keep) {
-    d.why += "keeps " + detail::schedule_name(as_is.geometry) + ", predicted " + detail::fixed3(as_is.predicted_ms) +
-             " ms";
-    if (best.predicted_ms < as_is.predicted_ms) {
-      d.why += ", within " + detail::fixed3(100.0 * margin) + "% of the fastest (" + detail::schedule_name(best.geometry) +
-               ", " + detail::fixed3(best.predicted_ms) + " ms)";
-    }
-  } else {
-    d.why += detail::schedule_name(best.geometry) + ", predicted " + detail::fixed3(best.predicted_ms) +
-             " ms against " + detail::fixed3(as_is.predicted_ms) + " for " + detail::schedule_name(as_is.geometry);
-  }
+  detail::conclude(d, m, machine, margin);
   return d;
+}
+
+inline Decision decide_lanes(const Options& user, bool all_elementwise, const Measured& m, const Machine& machine,
+                             int most, double margin) {
+  detail::check_decision_inputs(user, m, margin);
+  if (most < 1) throw config_error("chunkpipe: decide_lanes: most must be at least 1 (got " + std::to_string(most) + ")");
+  Decision d;
+  d.ranked.push_back(detail::predict_candidate(user, all_elementwise, m, machine));
+  d.ranked.back().is_default = true;
+  for (int lanes = 1; lanes <= most; ++lanes) {
+    Options o = user;
+    o.kernel_lanes = lanes;
+    Candidate c = detail::predict_candidate(o, all_elementwise, m, machine);
+    bool seen = false;
+    for (const Candidate& k : d.ranked) seen = seen || detail::same_schedule(k.geometry, c.geometry);
+    if (!seen) d.ranked.push_back(std::move(c));
+  }
+  detail::conclude(d, m, machine, margin);
+  return d;
+}
+
+namespace detail {
+
+inline double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace detail
+
+inline Decision decide_calibrated(const Options& user, int stages, const std::vector<TimedOp>& timed,
+                                  std::size_t run_elems, int most, double margin) {
+  if (stages < 1) throw config_error("chunkpipe: decide_calibrated: a pipeline has at least one stage");
+  Machine machine = machines::h200_pcie5();
+  machine.link.name = "calibrated";
+  machine.link.both_gbps = 0.0;
+  machine.link.latency_us = 0.0;
+  const double tail = machine.kernel_tail_elems;
+  std::vector<double> in_rate, out_rate, in_bpe, out_bpe;
+  std::vector<std::vector<double>> stage_ns(static_cast<std::size_t>(stages));
+  for (const TimedOp& op : timed) {
+    const double ms = op.end_ms - op.start_ms;
+    if (op.elems == 0 || !(ms > 0.0)) continue;  // below the events' resolution: says nothing
+    const double n = static_cast<double>(op.elems);
+    if (op.kind == OpKind::stage) {
+      if (op.stage < 0 || op.stage >= stages) throw config_error("chunkpipe: decide_calibrated: an op of no stage");
+      // A kernel of n elements takes n + min(n, tail) elements' time (simulate.hpp).
+      stage_ns[static_cast<std::size_t>(op.stage)].push_back(ms * 1e6 / (n + std::min(n, tail)));
+    } else if ((op.kind == OpKind::h2d || op.kind == OpKind::d2h) && op.bytes != 0) {
+      const bool in = op.kind == OpKind::h2d;
+      (in ? in_rate : out_rate).push_back(static_cast<double>(op.bytes) / (ms * 1e6));
+      (in ? in_bpe : out_bpe).push_back(static_cast<double>(op.bytes) / n);
+    }
+  }
+  if (in_rate.empty() || out_rate.empty()) {
+    throw config_error("chunkpipe: decide_calibrated: needs a timed copy each way");
+  }
+  Measured m;
+  m.run_elems = run_elems;
+  m.in_bytes_per_elem = static_cast<std::size_t>(detail::median_of(in_bpe) + 0.5);
+  m.out_bytes_per_elem = static_cast<std::size_t>(detail::median_of(out_bpe) + 0.5);
+  for (const auto& ns : stage_ns) {
+    if (ns.empty()) throw config_error("chunkpipe: decide_calibrated: a stage has no timed op");
+    m.stage_ns_per_elem.push_back(detail::median_of(ns));
+  }
+  machine.link.h2d_gbps = detail::median_of(in_rate);
+  machine.link.d2h_gbps = detail::median_of(out_rate);
+  return decide_lanes(user, true, m, machine, most, margin);
 }
 
 }  // namespace chunkpipe

@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -257,4 +258,101 @@ TEST_CASE("a decision for a pipeline ending in a Reduce keeps whole segments", "
     CHECK(c.geometry.chunk_elems % 16384 == 0);
     CHECK(same_schedule(detail::resolve_geometry(c.options, true, detail::Target::device, 16384), c.geometry));
   }
+}
+
+namespace {
+
+// What a calibrating pipeline would time in its first chunks on the
+// recorded machine: chunks of `unit` floats, kernels of `ns` per element
+// with the H200's tail, and copies at `gbps` each way.
+std::vector<TimedOp> synthetic_probes(std::size_t unit, double ns, double gbps) {
+  const double tail = machines::h200_pcie5().kernel_tail_elems;
+  std::vector<TimedOp> timed;
+  for (std::size_t c = 0; c < 5; ++c) {
+    const double n = static_cast<double>(unit);
+    const double copy_ms = n * 4.0 / (gbps * 1e6);
+    TimedOp h2d, stage, d2h;
+    h2d.kind = OpKind::h2d;
+    h2d.end_ms = copy_ms * (1.0 + 0.01 * static_cast<double>(c));  // not all alike: the median is taken
+    h2d.bytes = unit * 4;
+    h2d.elems = unit;
+    d2h = h2d;
+    d2h.kind = OpKind::d2h;
+    stage.kind = OpKind::stage;
+    stage.stage = 0;
+    stage.end_ms = (n + std::min(n, tail)) * ns * 1e-6;
+    stage.elems = unit;
+    timed.push_back(h2d);
+    timed.push_back(stage);
+    timed.push_back(d2h);
+  }
+  return timed;
+}
+
+}  // namespace
+
+TEST_CASE("a calibration's timings decide the lanes the recorded H200 sweep measured best", "[decide][calibrate]") {
+  // decide_calibrated() is what a calibrating pipeline runs on its probes'
+  // times (calibration.cuh). Copies that overlap both ways run at half the
+  // two-way total each; compute-bound work's copies run mostly alone.
+  const std::vector<Row> rows = recorded_rows();
+  for (const Components& c : recorded) {
+    const double ns = c.kernel_ms * 1e6 / static_cast<double>(gib_floats);
+    const double both = 2 * 1073741824.0 / 1e9 / (c.both_ms / 1e3);
+    const double alone = 1073741824.0 / 1e9 / (c.h2d_ms / 1e3);
+    for (int mib : {1, 4, 16, 64, 256}) {
+      Options user;
+      user.chunk_elems = static_cast<std::size_t>(mib) << 18;
+      const Geometry g = detail::resolve_geometry(user, true, detail::Target::device);
+      for (double gbps : {both / 2, alone}) {
+        const Decision d = decide_calibrated(user, 1, synthetic_probes(g.chunk_elems, ns, gbps), gib_floats, 2);
+        INFO(c.fmas << " FMAs, " << mib << " MiB window, copies at " << gbps << " GB/s: " << d.why);
+        REQUIRE(d.ranked.size() == 2);
+        CHECK(d.chosen.geometry.kernel_lanes == (c.fmas == 4096 ? 2 : 1));
+        // The policy, depth and unit stay the options' own.
+        CHECK(d.chosen.geometry.chunk_elems == g.chunk_elems);
+        CHECK(d.chosen.geometry.depth == g.depth);
+        // What the two candidates measured there: the chosen one is within
+        // 2% of the better.
+        double one = -1, two = -1;
+        for (const Row& r : rows) {
+          if (r.fmas != c.fmas || r.window_mib != mib) continue;
+          if (r.schedule == "cp auto") one = r.ms;
+          if (r.schedule == "cp auto lanes 2") two = r.ms;
+        }
+        REQUIRE(one > 0);
+        REQUIRE(two > 0);
+        const double chosen = d.chosen.geometry.kernel_lanes == 2 ? two : one;
+        CHECK(chosen <= 1.02 * std::min(one, two));
+      }
+    }
+  }
+}
+
+TEST_CASE("decide_lanes keeps the options' schedule but for its lanes, and refuses what it cannot use",
+          "[decide][calibrate][errors]") {
+  const Machine m = machines::h200_pcie5();
+  Measured work;
+  work.run_elems = std::size_t{1} << 26;
+  for (double ns : {0.0, 0.05, 0.3}) {
+    work.stage_ns_per_elem = {ns};
+    const Decision a = decide_lanes(Options{}, true, work, m, 2), b = decide_lanes(Options{}, true, work, m, 2);
+    INFO(a.why);
+    CHECK(to_string(a.chosen.options) == to_string(b.chosen.options));
+    for (const Candidate& c : a.ranked) {
+      CHECK(c.geometry.policy == Policy::stage_streams);
+      CHECK(c.geometry.depth == default_depth);
+      CHECK(c.geometry.kernel_lanes <= 2);
+    }
+    // Kernels slower than the link: two lanes; far faster: one.
+    if (ns == 0.3) CHECK(a.chosen.geometry.kernel_lanes == 2);
+    if (ns == 0.0) CHECK(a.chosen.geometry.kernel_lanes == 1);
+  }
+  CHECK_THROWS_AS(decide_lanes(Options{}, true, work, m, 0), config_error);
+  CHECK_THROWS_AS(decide_calibrated(Options{}, 1, {}, 1000, 2), config_error);  // nothing timed
+  std::vector<TimedOp> copies_only = synthetic_probes(1 << 20, 0.1, 50.0);
+  copies_only.erase(std::remove_if(copies_only.begin(), copies_only.end(),
+                                   [](const TimedOp& op) { return op.kind == OpKind::stage; }),
+                    copies_only.end());
+  CHECK_THROWS_AS(decide_calibrated(Options{}, 1, copies_only, 1000, 2), config_error);  // a stage never timed
 }
