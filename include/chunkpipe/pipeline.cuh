@@ -41,6 +41,7 @@
 #include <chunkpipe/detail/cuda_runner.cuh>
 
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <utility>
 
@@ -181,8 +182,25 @@ class ChunkedPipeline {
   /// The plan a run of `elems` elements follows on its own; pageable inputs
   /// or outputs add host staging ops. Never blocks, needs no device.
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
-    return runner_->front().plan_for(elems, stage_in, stage_out);
+    return runner_->plan_for(elems, stage_in, stage_out);
   }
+  /// What the automatic policy decided after calibrating, or nullopt: not
+  /// yet, or never (explicit options). A pipeline of Map stages built with
+  /// the automatic policy and kernel_lanes 0 times the first few chunks it
+  /// issues with CUDA events (a few event pairs, nothing waited for), and
+  /// once they are done the simulator chooses the kernel lanes (1 or 2)
+  /// for the runs after: two where its kernels, not the link, bound the
+  /// work. The slots are laid out once, so policy, depth and unit stay what
+  /// geometry() says. A run is issued long before its first kernel ends,
+  /// so the decision applies from a later run on; until then runs use
+  /// geometry().kernel_lanes. The Decision says what bound the work, the
+  /// chosen Options (to_string() prints them for pasting) and the
+  /// simulator's figure for each candidate. Never blocks.
+  std::optional<Decision> decision() { return runner_->decision(); }
+  /// decision(), after waiting for every run queued so far, and deciding
+  /// on whatever chunks those timed even if fewer than calibration needs.
+  /// Blocks. tune() is the usual way to call it.
+  std::optional<Decision> decide_now() { return runner_->settle_decision(); }
   /// With Options::record_issued: every op issued on streams so far, over
   /// all runs, as the executor issued it (the waits and events it really
   /// made), for check_hazards(). Graph runs are not in it: issued_graph()
@@ -193,6 +211,8 @@ class ChunkedPipeline {
   /// check_hazards(graph.plan, graph.graph). Empty before the first.
   /// Waits for runs still being issued.
   IssuedGraph issued_graph() { return runner_->issued_graph(); }
+  /// Whether the automatic policy calibrates this pipeline (decision()).
+  bool calibrates() const noexcept { return runner_->front().calibrates(); }
   /// The device it runs on.
   int device() const noexcept { return runner_->device(); }
 
@@ -224,6 +244,30 @@ class ChunkedPipeline {
  private:
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };
+
+/// Runs `in` through `pipe` into `out` once (as run() does: blocking,
+/// throwing what it throws) and returns the Options its automatic policy
+/// decided on: the pipeline's own options with kernel_lanes set. Print them
+/// with to_string() and paste them to fix the schedule without
+/// calibrating. Throws config_error, before running anything, for a
+/// pipeline that does not calibrate (one with explicit policy or
+/// kernel_lanes, or a stage that is not a Map), and pipeline_error if the
+/// run timed nothing to decide on (it was empty, or failed).
+template <class... Stages, class In, class Out>
+Options tune(ChunkedPipeline<Stages...>& pipe, In&& in, Out&& out) {
+  if (!pipe.calibrates()) {
+    throw config_error("chunkpipe: tune: this pipeline does not calibrate: only pipelines of Map stages built "
+                       "with Policy::automatic and kernel_lanes 0 decide their schedule (its options: " +
+                       to_string(pipe.options()) + ")");
+  }
+  pipe.run(std::forward<In>(in), std::forward<Out>(out));
+  const std::optional<Decision> d = pipe.decide_now();
+  if (!d) throw pipeline_error("chunkpipe: tune: the run timed no chunk to decide on");
+  // Kept options carry kernel_lanes 0, which would calibrate again.
+  Options o = d->chosen.options;
+  o.kernel_lanes = d->chosen.geometry.kernel_lanes;
+  return o;
+}
 
 /// Builds a ChunkedPipeline, deducing the stage types:
 ///   auto pipe = chunkpipe::make_pipeline(opts, chunkpipe::map(Fma{a, b}));

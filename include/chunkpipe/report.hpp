@@ -60,6 +60,9 @@ struct Report {
   /// runs on streams, since it times each op with events there.
   Executor executor = Executor::streams;
   std::string executor_note;
+  /// For a run issued after the automatic policy's calibration decided
+  /// (ChunkedPipeline::decision()): why it got the kernel lanes it has.
+  std::string decision;
 };
 
 /// A graph run's plan and the edges of the CUDA graph built for it, read

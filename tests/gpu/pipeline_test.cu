@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -121,7 +123,6 @@ TEST_CASE("kernel lanes: stages of consecutive chunks on several streams match s
   const auto x = random_floats(n, 3);
   PinnedArray<float> in(n), out(n);
   std::memcpy(in.data(), x.data(), n * sizeof(float));
-  const Chain f{};
   ChunkedPipeline<Map<Chain>, Map<Chain>> serial({.chunk_elems = 1 << 16, .policy = Policy::serial});
   poison(out);
   serial.run(in, out);
@@ -439,4 +440,88 @@ TEST_CASE("the link and a stage can be measured", "[gpu][measure]") {
   const double ns = measure_map_ns_per_elem<float>(Chain{4096}, std::size_t{1} << 22);
   REQUIRE(ns > 0.0);
   REQUIRE(std::isfinite(ns));
+}
+
+TEST_CASE("the automatic policy calibrates on the first chunks and gives compute-bound work kernel lanes",
+          "[gpu][lanes][calibrate]") {
+  // 4096 chained FMAs an element: about 0.15 ns of kernel per element on
+  // the H200 against 0.08 of link (8 bytes each way at 100 GB/s), and a
+  // sanitizer slows kernels far more than copies, so this is compute-bound
+  // wherever the suite runs.
+  const std::size_t n = (std::size_t{16} << 20) + 4321;  // 8 units of 8 MiB and a ragged one
+  const auto x = random_floats(n, 11);
+  PinnedArray<float> in(n), out(n);
+  std::memcpy(in.data(), x.data(), n * sizeof(float));
+  const Chain heavy{4096};
+  ChunkedPipeline<Map<Chain>> serial({.policy = Policy::serial}, Map<Chain>{heavy});
+  poison(out);
+  serial.run(in, out);
+  const std::vector<float> want(out.data(), out.data() + n);
+  for (std::size_t i = 0; i < n; i += 100003) REQUIRE(std::fabs(want[i] - heavy(x[i])) <= 1e-4f);
+
+  Options o;
+  o.record_issued = true;
+  ChunkedPipeline<Map<Chain>> pipe(o, Map<Chain>{heavy});
+  REQUIRE(pipe.calibrates());
+  REQUIRE(!pipe.decision());  // nothing timed yet
+  REQUIRE(pipe.geometry().kernel_lanes == 1);
+  for (int run = 0; run < 3; ++run) {
+    poison(out);
+    pipe.run(in, out);
+    INFO("run " << run);
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    if (run == 0) {
+      // The first run timed five chunks and has been waited for.
+      const std::optional<Decision> d = pipe.decision();
+      REQUIRE(d);
+      INFO(d->why);
+      CHECK(d->why.find("compute-bound") != std::string::npos);
+      REQUIRE(d->chosen.geometry.kernel_lanes == 2);
+      REQUIRE(d->chosen.options.kernel_lanes == 2);
+      REQUIRE(d->ranked.size() == 2);  // one lane and two
+      REQUIRE(pipe.plan_for(n).queues.size() == 4);  // h2d, two lanes, d2h: what later runs follow
+    }
+  }
+  const Plan issued = pipe.issued_plan();
+  const HazardReport hazards = check_hazards(issued);
+  INFO(hazards);
+  REQUIRE(hazards.ok());
+  REQUIRE(issued.runs.size() == 3);
+  REQUIRE(issued.runs[0].kernel_lanes == 1);
+  for (std::size_t r = 1; r < 3; ++r) {
+    const PlanRun& pr = issued.runs[r];
+    REQUIRE(pr.kernel_lanes == 2);
+    std::set<int> stage_queues;
+    for (const Op& op : issued.ops) {
+      if (op.id >= pr.first_op && op.id < pr.first_op + pr.ops && op.kind == OpKind::stage) stage_queues.insert(op.queue);
+    }
+    REQUIRE(stage_queues.size() == 2);
+  }
+
+  // tune(): the same decision as Options to paste; explicit options refuse it.
+  ChunkedPipeline<Map<Chain>> fresh(Options{}, Map<Chain>{heavy});
+  poison(out);
+  const Options tuned = tune(fresh, in, out);
+  REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  REQUIRE(tuned.kernel_lanes == 2);
+  CHECK(to_string(tuned).find(".kernel_lanes = 2") != std::string::npos);
+  ChunkedPipeline<Map<Chain>> fixed(tuned, Map<Chain>{heavy});
+  REQUIRE(!fixed.calibrates());
+  REQUIRE(fixed.geometry().kernel_lanes == 2);
+  REQUIRE_THROWS_AS(tune(fixed, in, out), config_error);
+  REQUIRE(!fixed.decision());
+
+  // Link-bound work (one lane, outside a sanitizer): what tune() returns
+  // names its lanes and never calibrates again, whichever it chose.
+  const Chain light{0};
+  ChunkedPipeline<Map<Chain>> copy_bound(Options{}, Map<Chain>{light});
+  poison(out);
+  const Options kept = tune(copy_bound, in, out);
+  for (std::size_t i = 0; i < n; i += 100003) REQUIRE(out.data()[i] == light(x[i]));
+  const std::optional<Decision> d = copy_bound.decision();
+  REQUIRE(d);
+  INFO(d->why);
+  REQUIRE(kept.kernel_lanes == d->chosen.geometry.kernel_lanes);
+  REQUIRE(kept.kernel_lanes >= 1);
+  REQUIRE(!ChunkedPipeline<Map<Chain>>(kept, Map<Chain>{light}).calibrates());
 }

@@ -374,8 +374,7 @@ class CudaRunner {
     if (run->profile) {
       Report& r = run->report;
       const Geometry& g = front_.geometry();
-      r.label = std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
-                (g.kernel_lanes > 1 ? ", " + std::to_string(g.kernel_lanes) + " kernel lanes" : std::string());
+      r.label = run_label(g.kernel_lanes);
       r.policy = g.policy;
       r.depth = g.depth;
       r.chunk_elems = g.chunk_elems;
@@ -632,10 +631,15 @@ class CudaRunner {
       typename StreamExecutor<Stages...>::Run r;
       r.state = run;
       r.index = index;
+      RunSpec lanes_spec = spec;
+      lanes_spec.kernel_lanes = lanes_for_run(n);
       if (run->profile) {
         run->report.queues = driver_->builder().queues();
+        run->report.label = run_label(lanes_spec.kernel_lanes);  // the lanes it got
+        std::lock_guard<std::mutex> stats(stats_mutex_);
+        if (decision_) run->report.decision = decision_->why;
       }
-      const PlanRun done = driver_->template issue_run<In>(exec_, r, spec, n);
+      const PlanRun done = driver_->template issue_run<In>(exec_, r, lanes_spec, n);
       run->elems = n == unknown_length ? done.elems : n;
       run->chunks = (run->elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
       if (front_.options().record_issued) runs_log_.push_back(done);
@@ -648,6 +652,79 @@ class CudaRunner {
     run->mark_issued();
   }
 
+  // A profiled run's report label: "stage_streams, depth 3, 2 kernel lanes".
+  std::string run_label(int lanes) const {
+    const Geometry& g = front_.geometry();
+    return std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
+           (lanes > 1 ? ", " + std::to_string(lanes) + " kernel lanes" : std::string());
+  }
+
+  // -- Calibration (the automatic policy; calibration.cuh) -------------------
+
+  // The kernel lanes the next run gets: those decided once the calibrated
+  // chunks are done, the geometry's until then. Under issue_mutex_.
+  int lanes_for_run(std::size_t n) {
+    if (!cal_) return front_.geometry().kernel_lanes;
+    cal_->note_run_elems(n == unknown_length ? 0 : n);
+    settle_locked(false);
+    return run_lanes_;
+  }
+
+  // Makes the decision if the calibrated chunks are done (any timed at
+  // all, if `final`), and publishes it. Never blocks. Under issue_mutex_,
+  // on the pipeline's device.
+  void settle_locked(bool final) {
+    if (!cal_ || cal_->decision()) return;
+    const std::optional<Decision>& d = cal_->settle(final);
+    if (!d) return;
+    run_lanes_ = d->chosen.geometry.kernel_lanes;
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    decision_ = *d;
+  }
+
+ public:
+  /// What the calibration decided (ChunkedPipeline::decision()). Never
+  /// blocks: while a run is being issued it answers with what was decided
+  /// before.
+  std::optional<Decision> decision() {
+    {
+      std::unique_lock<std::mutex> issuing(issue_mutex_, std::try_to_lock);
+      if (issuing.owns_lock() && cal_) {
+        DeviceGuard guard(device_);
+        settle_locked(false);
+      }
+    }
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    return decision_;
+  }
+
+  /// Waits for every run, then decides on whatever chunks were timed
+  /// (tune()). Blocks.
+  std::optional<Decision> settle_decision() {
+    wait_all();
+    {
+      std::lock_guard<std::mutex> issuing(issue_mutex_);
+      if (cal_) {
+        DeviceGuard guard(device_);
+        settle_locked(true);
+      }
+    }
+    std::lock_guard<std::mutex> stats(stats_mutex_);
+    return decision_;
+  }
+
+  /// The plan a run of `elems` elements would follow now (with the lanes
+  /// decided, if any). Never blocks.
+  Plan plan_for(std::size_t elems, bool stage_in, bool stage_out) const {
+    int lanes = 0;
+    {
+      std::lock_guard<std::mutex> stats(stats_mutex_);
+      if (decision_) lanes = decision_->chosen.geometry.kernel_lanes;
+    }
+    return front_.plan_for(elems, stage_in, stage_out, lanes);
+  }
+
+ private:
   // Which executor a run of n elements gets (choose_executor), counting the
   // runs of each shape for the automatic choice. Under submit_mutex_.
   Executor executor_for(std::size_t n, const RunSpec& spec, std::string& note) {
@@ -785,7 +862,12 @@ class CudaRunner {
       // Graphs name the device slots; pinned slots are never theirs. Other
       // element types may capture where these did not.
       const Geometry& g = front_.geometry();
-      graphs_.configure(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems, mem_);
+      // A graph is one run with the geometry's lanes: the lanes a
+      // calibration decides are for stream runs, whose streams they are.
+      PlanShape shape = front_.lifetime_shape();
+      shape.kernel_lanes = g.kernel_lanes;
+      shape.lanes_vary = false;
+      graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, mem_);
       std::lock_guard<std::mutex> stats(stats_mutex_);
       graph_refused_.clear();
     }
@@ -799,6 +881,12 @@ class CudaRunner {
     driver_.emplace(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems);
     exec_.configure(driver_->builder(), mem_);
     runs_log_.clear();
+    if (front_.calibrates() && !cal_) {
+      // Its events belong to this device; a schedule made again later (new
+      // element types) keeps what was timed and decided.
+      cal_.emplace(front_.options(), static_cast<int>(sizeof...(Stages)), front_.lane_capacity(), g.chunk_elems);
+      exec_.set_calibration(&*cal_);
+    }
   }
 
   void ensure_device_arena(const SlotLayout& layout) {
@@ -880,6 +968,8 @@ class CudaRunner {
   std::vector<cudaStream_t> graph_streams_;  // the stream executor's, for graphs_.issue()
   std::optional<Driver<StreamExecutor<Stages...>>> driver_;
   std::vector<PlanRun> runs_log_;
+  std::optional<Calibration> cal_;  // a pipeline that calibrates, from its first schedule on
+  int run_lanes_ = 1;               // the lanes stream runs get (settle_locked)
   NvtxName run_name_{"chunkpipe run"};
   NvtxName graph_run_name_{"chunkpipe graph run"};
   std::unordered_map<std::size_t, int> shape_runs_;  // guarded by submit_mutex_: runs per element count
@@ -895,6 +985,7 @@ class CudaRunner {
 
   mutable std::mutex stats_mutex_;
   GraphStats graph_stats_;     // guarded by stats_mutex_
+  std::optional<Decision> decision_;  // guarded by stats_mutex_: what the calibration decided
   std::string graph_refused_;  // guarded by stats_mutex_: why no stage of this pipeline can be a graph
 
   IssueWorker watcher_;  // runs watch_held(), apart from worker_ so that it never delays an issue

@@ -109,11 +109,34 @@ class PipelineFront {
     return s;
   }
 
+  /// Whether the automatic policy calibrates this pipeline on the GPU and
+  /// then decides its kernel lanes (calibration.cuh): Map stages only (a
+  /// ChunkFn's kernels are the user's, and may not take to lanes), the
+  /// automatic policy with kernel_lanes 0, on stage_streams with at least
+  /// two slots.
+  bool calibrates() const noexcept {
+    return target_ == Target::device && all_elementwise && options_.policy == Policy::automatic &&
+           options_.kernel_lanes == 0 && options_.executor != Executor::graphs &&
+           geometry_.policy == Policy::stage_streams && geometry_.depth >= 2;
+  }
+  /// Most kernel lanes a calibrating pipeline gives its runs. The H200
+  /// measured three no faster than two at any window (benchmarks/RESULTS.md
+  /// "Kernel lanes").
+  static constexpr int calibrated_lanes = 2;
+  /// Streams per stage the lifetime schedule has: what the geometry gives,
+  /// or, for a pipeline that calibrates, the lanes it may decide on.
+  int lane_capacity() const noexcept {
+    return calibrates() ? std::min(calibrated_lanes, geometry_.depth) : geometry_.kernel_lanes;
+  }
+
   /// The shape of the pipeline's lifetime schedule: each run stages as its
-  /// ranges need.
+  /// ranges need, and has lane_capacity() streams per stage (a run uses
+  /// RunSpec::kernel_lanes of them).
   PlanShape lifetime_shape() const {
     PlanShape s = shape(false, false);
     s.per_run_staging = true;
+    s.kernel_lanes = lane_capacity();
+    s.lanes_vary = calibrates();
     return s;
   }
 
@@ -129,11 +152,19 @@ class PipelineFront {
   /// GPU, with the executor such a run gets once its shape has repeated
   /// (the automatic executor builds graphs only for shapes that repeat).
   /// Never blocks.
-  Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false) const {
-    Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, shape(stage_in, stage_out), chunks_for(elems));
+  /// `lanes`: kernel lanes a calibration decided (0: the geometry's), for
+  /// runs on streams (a graph keeps the geometry's).
+  Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false, int lanes = 0) const {
+    Executor executor = Executor::streams;
     if (target_ == Target::device && elems != 0) {
-      p.executor = ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise, chunks_for(elems),
-                                                        stage_in || stage_out || counted, graph_after_runs);
+      executor = ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise, chunks_for(elems),
+                                                      stage_in || stage_out || counted, graph_after_runs);
+    }
+    PlanShape s = shape(stage_in, stage_out);
+    if (lanes != 0 && executor == Executor::streams) s.kernel_lanes = lanes;
+    Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, s, chunks_for(elems));
+    if (target_ == Target::device && elems != 0) {
+      p.executor = executor;
     }
     return p;
   }

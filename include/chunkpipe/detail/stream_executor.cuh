@@ -25,6 +25,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/calibration.cuh>
 #include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/host_queue.hpp>
@@ -92,6 +93,11 @@ class StreamExecutor {
     for (const Step& s : steps_) names_.emplace_back(step_name(s).c_str());
     log_.clear();
   }
+
+  /// Times the first chunks' device ops for the automatic policy's
+  /// calibration (calibration.cuh); nullptr: none. The caller keeps it
+  /// alive while runs are issued.
+  void set_calibration(Calibration* c) noexcept { calibration_ = c; }
 
   /// Moves slot memory (a pinned arena allocated for the first staged run).
   void set_memory(const SlotMemory& mem) noexcept { mem_ = mem; }
@@ -168,6 +174,8 @@ class StreamExecutor {
       timed->start = Event::create(true);
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->start.get(), stream));
     }
+    Calibration::Probe* probe = calibration_ ? calibration_->probe_for(op, w.count) : nullptr;
+    if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->start.get(), stream));
     if (w.count != 0) {
       // What the op does can fail without breaking the schedule: the run
       // fails, and the op still signals, so later ops and runs stay ordered.
@@ -181,6 +189,7 @@ class StreamExecutor {
           for (const Copy& c : copies_) {
             CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
             if (timed) timed->op.bytes += c.bytes;
+            if (probe) probe->bytes += c.bytes;
           }
         }
       } catch (const cuda_error& e) {
@@ -201,6 +210,7 @@ class StreamExecutor {
       timed->end = Event::create(true);
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->end.get(), stream));
     }
+    if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
   }
 
   /// Blocks until host op `id` (issued earlier) has run.
@@ -453,6 +463,7 @@ class StreamExecutor {
   std::vector<Copy> copies_;
   bool logging_ = false;
   std::vector<Op> log_;
+  Calibration* calibration_ = nullptr;
 };
 
 }  // namespace chunkpipe::detail
