@@ -73,10 +73,12 @@ struct Options {
   /// Device memory the automatic policy may give a Map-only pipeline (or
   /// one ending in a Reduce or a Filter) on the
   /// GPU, in elements per slot buffer (slots x unit). A window smaller than
-  /// small_window_elems is host-bound there (every chunk costs its CUDA
-  /// calls, about 9 us at 64 KiB on the H200 against 1.2 us of link time),
-  /// and element-wise work cannot see chunk boundaries, so such a window is
-  /// scheduled in units of up to default_grain_elems within this budget.
+  /// default_grain_elems pays for its chunks there: below small_window_elems
+  /// the host's CUDA calls set the pace (about 9 us a chunk at 64 KiB on
+  /// the H200 against 1.2 us of link time), and above it each copy's fixed
+  /// cost (about 2.9 us, 4% of a 4 MiB copy) still does. Element-wise work
+  /// cannot see chunk boundaries, so such a window is scheduled in units of
+  /// up to default_grain_elems within this budget.
   /// 0: what the default window uses (default_depth x default_chunk_elems);
   /// set it to bound memory. Explicit policies, a grain_elems, a ChunkFn
   /// stage and the host backend keep the window.
@@ -122,9 +124,13 @@ struct Options {
   /// stage_streams (and the automatic policy): streams each stage's
   /// kernels take turns on, chunk by chunk (PlanShape::kernel_lanes), so a
   /// compute-bound stage's kernels of consecutive chunks overlap. 0 lets
-  /// the policy choose (default_kernel_lanes); at most max_kernel_lanes, and
-  /// never more than the slots. serial and slot_streams take only 0 or 1
-  /// (their kernels already run on one stream per slot).
+  /// the policy choose: runs start with default_kernel_lanes, and a GPU
+  /// pipeline of Map stages under the automatic policy (at depth 2 or more)
+  /// times its first chunks and moves to 2 lanes from a later run on if the
+  /// simulator predicts that faster (ChunkedPipeline::decision(), tune()).
+  /// At most max_kernel_lanes, and never more than the slots. serial and
+  /// slot_streams take only 0 or 1 (their kernels already run on one
+  /// stream per slot).
   int kernel_lanes = 0;
 };
 
@@ -149,7 +155,7 @@ struct Geometry {
   Policy policy;
   int depth;                 ///< slots of `chunk_elems` each
   std::size_t chunk_elems;   ///< scheduling unit
-  int kernel_lanes = 1;      ///< streams per stage (stage_streams; 1 otherwise)
+  int kernel_lanes = 1;      ///< streams per stage that runs start with (stage_streams; 1 otherwise)
 };
 
 /// Kernel lanes the automatic choice (Options::kernel_lanes 0) gives stage_streams.
@@ -264,9 +270,11 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
   std::size_t grain = o.grain_elems;
   const bool chosen = grain == 0 && o.policy == Policy::automatic;  // ours to adjust
   if (chosen) grain = std::max(m, default_grain_elems / m * m);
-  if (chosen && all_elementwise && target == Target::device && o.chunk_elems < small_window_elems) {
-    // Coarser units in the same ring: per-chunk host cost is what bounds a
-    // small window on the GPU, and no Map stage can tell.
+  if (chosen && all_elementwise && target == Target::device && o.chunk_elems < grain) {
+    // Coarser units in the same ring: per-chunk costs (the host's calls,
+    // each copy's fixed cost) are what bound a small window on the GPU, and
+    // no Map stage can tell. On the H200 at 512 FMAs a 4 MiB window reached
+    // 0.952 of the floor in 4 MiB units and the default window 0.971.
     const std::size_t budget = o.memory_elems != 0 ? o.memory_elems : default_chunk_elems * default_depth;
     const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth)) / m * m;
     if (unit > o.chunk_elems) g.chunk_elems = unit;
