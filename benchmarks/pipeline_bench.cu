@@ -13,7 +13,10 @@
 //   chunkpipe:
 //     serial, slot_streams at depth 2..4, stage_streams at depth 1..4, 8
 //     and 16, and auto (the default policy and depth at this window)
-// plus, once per intensity, chunkpipe's untuned default (Options{}).
+// plus, once per intensity, chunkpipe's untuned default (Options{}) with
+// what its calibration decided, the cost of calibrating (a fresh default
+// pipeline's first run against a fresh one fixed at one kernel lane, paired
+// round by round), and the default at windows under 1 MiB (--small-kib).
 //
 // Every output is checked: the lesson's naive against the closed form,
 // everything else bit for bit against it.
@@ -59,6 +62,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -102,6 +106,7 @@ struct Args {
   std::size_t total_mib = 1024;
   std::vector<int> intensities{0, 512, 2048, 4096};
   std::vector<std::size_t> chunks_mib{1, 4, 16, 64, 256};
+  std::vector<std::size_t> small_kib{64, 256};  // Map-only windows under 1 MiB, the default only
   int runs = 7;
   bool use_double = false;
   bool tune = true;
@@ -125,6 +130,8 @@ void usage() {
       "  --total-mib N         bytes per direction in MiB (default 1024; try 4096)\n"
       "  --intensity a,b,...   chained FMAs per element (default 0,512,2048,4096)\n"
       "  --chunk-mib a,b,...   chunk sizes in MiB (default 1,4,16,64,256)\n"
+      "  --small-kib a,b,...   windows under 1 MiB timed for the default only (default\n"
+      "                        64,256; 0: none)\n"
       "  --runs N              timing rounds per figure, medians kept (default 7)\n"
       "  --double              8-byte elements instead of float\n"
       "  --no-tune             skip the grain x depth table of the automatic policy\n"
@@ -149,6 +156,11 @@ bool parse(int argc, char** argv, Args& a) {
     } else if (k == "--chunk-mib") {
       a.chunks_mib.clear();
       for (long v : parse_list(next())) a.chunks_mib.push_back(static_cast<std::size_t>(v));
+    } else if (k == "--small-kib") {
+      a.small_kib.clear();
+      for (long v : parse_list(next())) {
+        if (v > 0) a.small_kib.push_back(static_cast<std::size_t>(v));
+      }
     } else if (k == "--runs") {
       a.runs = std::max(1, std::atoi(next()));
     } else if (k == "--no-tune") {
@@ -388,6 +400,19 @@ int bench(const Args& a, int engines) {
   std::map<int, Components> comps;
   std::map<int, Timing> defaults;
   std::map<int, double> default_enqueue, default_eff;
+  struct CalibrationCost {
+    int iters;
+    std::vector<double> calibrating, fixed;  // first runs' ms
+    double cost;                             // median paired ratio - 1
+  };
+  std::vector<CalibrationCost> calibrations;
+  struct Small {
+    int iters;
+    std::size_t kib;
+    Timing t;
+    double floor_ms;
+  };
+  std::vector<Small> small;
   for (int iters : a.intensities) {
     const ChainedFma<T> f{iters};
     // chunkpipe's untuned default, checked, then timed in the component
@@ -419,6 +444,49 @@ int bench(const Args& a, int engines) {
       std::printf("   chunkpipe default (Options{}): %.3f ms, efficiency %.3f (median of per-round floor / time), "
                   "issue %.1f us/chunk\n",
                   defaults[iters].median, default_eff[iters], default_enqueue[iters]);
+      const std::optional<chunkpipe::Decision> d = def.decision();
+      std::printf("   its calibration: %s\n", d ? d->why.c_str() : "none (nothing decided)");
+    }
+    {
+      // What calibrating costs: a fresh default pipeline's first run (the
+      // one that times its first chunks) against a fresh one fixed at one
+      // lane, which times nothing; both allocate their slots in that run.
+      std::vector<double> ratio;
+      CalibrationCost cal{iters, {}, {}, 0.0};
+      for (int r = 0; r < std::max(15, a.runs); ++r) {  // fresh pipelines vary: many pairs
+        Pipe calibrating(chunkpipe::Options{}, chunkpipe::Map<ChainedFma<T>>{f});
+        Pipe fixed(chunkpipe::Options{.kernel_lanes = 1}, chunkpipe::Map<ChainedFma<T>>{f});
+        double c_ms = 0, f_ms = 0;
+        if (r % 2 == 0) {
+          c_ms = clock.run(calibrating, in, out);
+          f_ms = clock.run(fixed, in, out);
+        } else {
+          f_ms = clock.run(fixed, in, out);
+          c_ms = clock.run(calibrating, in, out);
+        }
+        cal.calibrating.push_back(c_ms);
+        cal.fixed.push_back(f_ms);
+        ratio.push_back(c_ms / f_ms);
+      }
+      cal.cost = median_of(ratio) - 1.0;
+      std::printf("   calibration: first run of a fresh default pipeline %.3f ms, of one fixed at 1 lane %.3f ms: "
+                  "%+.2f%% (median of %zu paired rounds)\n",
+                  median_of(cal.calibrating), median_of(cal.fixed), 100 * cal.cost, ratio.size());
+      calibrations.push_back(cal);
+    }
+    for (std::size_t kib : a.small_kib) {
+      // Windows under 1 MiB, Map only: the default with the window set.
+      Pipe pipe(chunkpipe::Options{.chunk_elems = kib * 1024 / sizeof(T)}, chunkpipe::Map<ChainedFma<T>>{f});
+      example::poison(h_out, total);
+      pipe.run(in, out);
+      if (const std::size_t bad = first_mismatch_closed_form(h_out, h_in, total, iters); bad != total) {
+        std::fprintf(stderr, "FAIL: chunkpipe at a %zu KiB window wrong at i=%zu\n", kib, bad);
+        return EXIT_FAILURE;
+      }
+      const Timing t = clock.passes(a.runs, [&] { return clock.run(pipe, in, out); });
+      small.push_back({iters, kib, t, c.floor()});
+      std::printf("   %zu KiB window, default: %.3f ms, %.3f of the floor (unit %zu KiB)\n", kib, t.median,
+                  c.floor() / t.median, pipe.geometry().chunk_elems * sizeof(T) / 1024);
     }
 
     std::printf("%9s %-24s %9s %9s %9s %7s %8s %9s %7s %8s\n", "chunk", "schedule", "median", "min", "max", "eff",
@@ -583,6 +651,19 @@ int bench(const Args& a, int engines) {
           << comps[iters].floor() << ',' << default_eff[iters] << ",," << default_enqueue[iters]
           << ",-1\n";
     }
+    for (const CalibrationCost& k : calibrations) {
+      csv << sizeof(T) << ',' << a.total_mib << ',' << k.iters << ",first run,cp default first run (calibrating),"
+          << "calibration," << chunkpipe::default_depth << ',' << median_of(k.calibrating) << ",,,"
+          << comps[k.iters].floor() << ",,,,-1\n";
+      csv << sizeof(T) << ',' << a.total_mib << ',' << k.iters << ",first run,cp first run (1 lane fixed),"
+          << "calibration," << chunkpipe::default_depth << ',' << median_of(k.fixed) << ",,,"
+          << comps[k.iters].floor() << ",,,,-1\n";
+    }
+    for (const Small& w : small) {
+      csv << sizeof(T) << ',' << a.total_mib << ',' << w.iters << ',' << static_cast<double>(w.kib) / 1024.0
+          << ",cp auto,small," << chunkpipe::default_depth << ',' << w.t.median << ',' << w.t.min << ',' << w.t.max
+          << ',' << w.floor_ms << ',' << w.floor_ms / w.t.median << ",,,-1\n";
+    }
     for (const Tuning& u : tuning) {
       csv << sizeof(T) << ',' << a.total_mib << ',' << u.iters << ",64,cp auto grain " << u.grain_kib << " KiB,tuning,"
           << u.depth << ',' << u.t.median << ',' << u.t.min << ',' << u.t.max << ',' << u.floor_ms << ','
@@ -699,6 +780,19 @@ int bench(const Args& a, int engines) {
   }
   std::printf("   -> default below 0.97 of the floor at %d of %d points, more than 2%% slower than the best fixed at %d\n",
               under_floor_goal, grid_points, over_best);
+  if (!small.empty()) {
+    int under = 0;
+    for (const Small& w : small) {
+      const double eff = w.floor_ms / w.t.median;
+      under += eff < 0.95 ? 1 : 0;
+      std::printf("%6d %4zu KiB %11.3f %7.3f  (Map only, window under 1 MiB)\n", w.iters, w.kib, w.t.median, eff);
+    }
+    std::printf("   -> windows under 1 MiB below 0.95 of the floor at %d of %zu points\n", under, small.size());
+  }
+  for (const CalibrationCost& k : calibrations) {
+    std::printf("calibration cost at %4d FMAs: %+.2f%% of a first run (target <= 2%%) %s\n", k.iters, 100 * k.cost,
+                k.cost <= 0.02 ? "met" : "MISSED");
+  }
   std::vector<double> errors;
   for (const Row& r : rows) {
     if (r.predicted_ms > 0) errors.push_back(std::fabs(r.predicted_ms - r.t.median) / r.t.median);

@@ -171,7 +171,8 @@ inline bool tie(const Point& p, const Row* a, const Row* b) {
 }  // namespace detail
 
 /// Reads the CSV pipeline_bench writes (--csv): the sweep rows (a numeric
-/// chunk_mib), leaving out the untuned default's and the tuning table's.
+/// chunk_mib), leaving out the untuned default's, the tuning table's, the
+/// windows under 1 MiB timed for the default only and the calibration rows.
 /// Columns are found by name. On a malformed file returns false and says why.
 inline bool read_csv(std::istream& in, std::vector<Row>& rows, Info& info, std::string& error) {
   using detail::number;
@@ -203,7 +204,7 @@ inline bool read_csv(std::istream& in, std::vector<Row>& rows, Info& info, std::
     double v = 0;
     if (!number(field(f, "chunk_mib"), r.chunk_mib)) continue;  // "default": the untuned Options{} row
     r.family = field(f, "family");
-    if (r.family == "tuning") continue;
+    if (r.family == "tuning" || r.family == "small" || r.family == "calibration") continue;
     r.schedule = field(f, "schedule");
     if (!number(field(f, "intensity"), v)) {
       error = "line " + std::to_string(lineno) + ": bad intensity";
