@@ -53,6 +53,8 @@ struct Decision {
   /// One line: what bounds the work, what was chosen and what it is
   /// predicted to save against the schedule the options give as they are.
   std::string why;
+  /// What it was decided from (for decide_calibrated(), what was timed).
+  Measured measured;
 };
 
 /// The window and the fields a decision sets, as C++ a user can paste:
@@ -210,6 +212,7 @@ inline Decision decide(const Options& user, bool all_elementwise, const Measured
                        double margin) {
   detail::check_decision_inputs(user, m, margin);
   Decision d;
+  d.measured = m;
   const Candidate as_is = detail::predict_candidate(user, all_elementwise, m, machine);
   auto slot_elems = [](const Geometry& g) { return static_cast<std::size_t>(g.depth) * g.chunk_elems; };
   const std::size_t budget = std::max(slot_elems(as_is.geometry), user.memory_elems);
@@ -247,6 +250,7 @@ inline Decision decide_lanes(const Options& user, bool all_elementwise, const Me
   detail::check_decision_inputs(user, m, margin);
   if (most < 1) throw config_error("chunkpipe: decide_lanes: most must be at least 1 (got " + std::to_string(most) + ")");
   Decision d;
+  d.measured = m;
   d.ranked.push_back(detail::predict_candidate(user, all_elementwise, m, machine));
   d.ranked.back().is_default = true;
   for (int lanes = 1; lanes <= most; ++lanes) {
