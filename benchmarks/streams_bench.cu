@@ -12,7 +12,7 @@
 //            chunks, and against the same runs issued one by one
 //            (Options::coalesce off). Options{} otherwise.
 //   windows  one 1 GiB run at windows of 64 KiB to 64 MiB: chunkpipe's
-//            default (only the window set: below 2 MiB it schedules this
+//            default (only the window set: below 8 MiB it schedules this
 //            Map-only pipeline in larger units) and fixed policies at the
 //            window (their per-chunk cost is chunkpipe's), against the
 //            hand-written 4-slot loop (chunk k on stream k % 4: copy in,

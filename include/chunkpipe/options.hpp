@@ -125,9 +125,11 @@ struct Options {
   /// kernels take turns on, chunk by chunk (PlanShape::kernel_lanes), so a
   /// compute-bound stage's kernels of consecutive chunks overlap. 0 lets
   /// the policy choose: runs start with default_kernel_lanes, and a GPU
-  /// pipeline of Map stages under the automatic policy (at depth 2 or more)
-  /// times its first chunks and moves to 2 lanes from a later run on if the
-  /// simulator predicts that faster (ChunkedPipeline::decision(), tune()).
+  /// pipeline of Map stages under the automatic policy (resolving to
+  /// stage_streams at depth 2 or more, executor not graphs) times its first
+  /// chunks and moves to 2 lanes from a later run on if the simulator
+  /// predicts that faster (ChunkedPipeline::decision(), tune()); runs the
+  /// automatic executor gives a graph keep the geometry's lanes.
   /// At most max_kernel_lanes, and never more than the slots. serial and
   /// slot_streams take only 0 or 1 (their kernels already run on one
   /// stream per slot).

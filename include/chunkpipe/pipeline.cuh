@@ -185,15 +185,17 @@ class ChunkedPipeline {
     return runner_->plan_for(elems, stage_in, stage_out);
   }
   /// What the automatic policy decided after calibrating, or nullopt: not
-  /// yet, or never (explicit options). A pipeline of Map stages built with
-  /// the automatic policy and kernel_lanes 0 times the first few chunks it
+  /// yet, or never (calibrates() is false). A pipeline of Map stages built
+  /// with the automatic policy, kernel_lanes 0 and an executor other than
+  /// graphs (on stage_streams, depth 2 or more) times the first chunks it
   /// issues with CUDA events (a few event pairs, nothing waited for), and
   /// once they are done the simulator chooses the kernel lanes (1 or 2)
   /// for the runs after: two where its kernels, not the link, bound the
   /// work. The slots are laid out once, so policy, depth and unit stay what
   /// geometry() says. A run is issued long before its first kernel ends,
   /// so the decision applies from a later run on; until then runs use
-  /// geometry().kernel_lanes. The Decision says what bound the work, the
+  /// geometry().kernel_lanes, as do runs the automatic executor gives a
+  /// graph. The Decision says what bound the work, the
   /// chosen Options (to_string() prints them for pasting) and the
   /// simulator's figure for each candidate. Never blocks.
   std::optional<Decision> decision() { return runner_->decision(); }
@@ -250,14 +252,17 @@ class ChunkedPipeline {
 /// decided on: the pipeline's own options with kernel_lanes set. Print them
 /// with to_string() and paste them to fix the schedule without
 /// calibrating. Throws config_error, before running anything, for a
-/// pipeline that does not calibrate (one with explicit policy or
-/// kernel_lanes, or a stage that is not a Map), and pipeline_error if the
-/// run timed nothing to decide on (it was empty, or failed).
+/// pipeline that does not calibrate (calibrates(): one with an explicit
+/// policy or kernel_lanes, the graphs executor, one slot, or a stage that
+/// is not a Map), what run() throws, and pipeline_error if the run timed
+/// nothing to decide on (it was shorter than one unit, or every op it
+/// timed was below the events' resolution).
 template <class... Stages, class In, class Out>
 Options tune(ChunkedPipeline<Stages...>& pipe, In&& in, Out&& out) {
   if (!pipe.calibrates()) {
     throw config_error("chunkpipe: tune: this pipeline does not calibrate: only pipelines of Map stages built "
-                       "with Policy::automatic and kernel_lanes 0 decide their schedule (its options: " +
+                       "with Policy::automatic, kernel_lanes 0, depth 2 or more and an executor other than "
+                       "graphs decide their schedule (its options: " +
                        to_string(pipe.options()) + ")");
   }
   pipe.run(std::forward<In>(in), std::forward<Out>(out));

@@ -149,7 +149,7 @@ struct RunSpec {
   /// the shape's lanes_vary is set; 0: all of them. A pipeline that decides its lanes after calibrating
   /// (decide.hpp) changes it from one run to the next; each run's chunks
   /// stay on their lanes, and the waits between runs follow from the ops
-  /// as always. Other policies ignore it.
+  /// as always. Other policies take only 0 or 1.
   int kernel_lanes = 0;
 };
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <set>
 #include <vector>
 
 using namespace chunkpipe;
@@ -297,4 +298,47 @@ TEST_CASE("kernel lanes give the reference in shuffled orders, staged or not", "
       }
     }
   }
+}
+
+TEST_CASE("which pipelines calibrate on the GPU, and the plans a decision gives", "[host][config][calibrate]") {
+  // PipelineFront is what both backends resolve their options with; the
+  // CUDA runner calibrates exactly the pipelines whose front calibrates().
+  using detail::PipelineFront;
+  using detail::Target;
+  using MapFront = PipelineFront<Map<Fma>>;
+  CHECK(MapFront(Target::device, Options{}, Map<Fma>{}).calibrates());
+  CHECK(MapFront(Target::device, Options{}, Map<Fma>{}).lane_capacity() == 2);
+  CHECK(MapFront(Target::device, Options{}, Map<Fma>{}).lifetime_shape().lanes_vary);
+  CHECK(MapFront(Target::device, {.chunk_elems = 1 << 14}, Map<Fma>{}).calibrates());  // a small window too
+  // Not: the host backend, explicit lanes or policy, one slot, graphs, a ChunkFn.
+  CHECK_FALSE(MapFront(Target::host, Options{}, Map<Fma>{}).calibrates());
+  CHECK_FALSE(MapFront(Target::device, {.kernel_lanes = 1}, Map<Fma>{}).calibrates());
+  CHECK_FALSE(MapFront(Target::device, {.policy = Policy::stage_streams}, Map<Fma>{}).calibrates());
+  CHECK_FALSE(MapFront(Target::device, {.depth = 1}, Map<Fma>{}).calibrates());
+  CHECK_FALSE(MapFront(Target::device, {.executor = Executor::graphs}, Map<Fma>{}).calibrates());
+  const MapFront fixed(Target::device, {.kernel_lanes = 1}, Map<Fma>{});
+  CHECK(fixed.lane_capacity() == 1);
+  CHECK_FALSE(fixed.lifetime_shape().lanes_vary);
+  using FnFront = PipelineFront<ChunkFn<TagWithOffset, std::int64_t>>;
+  const FnFront fn(Target::device, {.chunk_elems = 1 << 20}, ChunkFn<TagWithOffset, std::int64_t>{});
+  CHECK_FALSE(fn.calibrates());
+  CHECK(fn.geometry().chunk_elems == std::size_t{1} << 20);  // a ChunkFn keeps its window, under the grain too
+
+  // A decided lane count shows in the plans of runs on streams; a run the
+  // executor gives a graph keeps the geometry's.
+  const MapFront front(Target::device, Options{}, Map<Fma>{});
+  const std::size_t n = 40 * default_grain_elems;
+  auto stage_queues = [](const Plan& p) {
+    std::set<int> q;
+    for (const Op& op : p.ops) {
+      if (op.kind == OpKind::stage) q.insert(op.queue);
+    }
+    return q.size();
+  };
+  CHECK(stage_queues(front.plan_for(n)) == 1);
+  CHECK(stage_queues(front.plan_for(n, false, false, 2)) == 2);
+  const MapFront graphs(Target::device, {.executor = Executor::graphs}, Map<Fma>{});
+  const Plan g = graphs.plan_for(n, false, false, 2);
+  CHECK(g.executor == Executor::graphs);
+  CHECK(stage_queues(g) == 1);
 }

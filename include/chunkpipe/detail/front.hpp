@@ -113,7 +113,8 @@ class PipelineFront {
   /// then decides its kernel lanes (calibration.cuh): Map stages only (a
   /// ChunkFn's kernels are the user's, and may not take to lanes), the
   /// automatic policy with kernel_lanes 0, on stage_streams with at least
-  /// two slots.
+  /// two slots, and an executor other than graphs (a graph's lanes are
+  /// built in; runs on streams are the ones timed and re-laned).
   bool calibrates() const noexcept {
     return target_ == Target::device && all_elementwise && options_.policy == Policy::automatic &&
            options_.kernel_lanes == 0 && options_.executor != Executor::graphs &&
