@@ -31,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -221,38 +222,38 @@ class HostPipeline {
   /// pipeline's own schedule.
   template <class In, class Out>
   void run_plan(const Plan& plan, In&& in, Out&& out) {
-    auto ins = detail::as_inputs(std::forward<In>(in));
-    auto outs = detail::as_outputs(std::forward<Out>(out));
-    using in_types = typename detail::side_types<decltype(ins)>::type;
-    using out_types = typename detail::side_types<decltype(outs)>::type;
-    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs, engine_->front.output_rule());
-    auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
-    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
-    detail::complete_endpoints(made, engine_->front.per_record(),
-                               Front::counted ? std::make_shared<detail::Packed>() : nullptr, nullptr);
-    auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    Engine& e = *engine_;
-    const std::size_t chunk = geometry().chunk_elems;
-    const detail::SlotLayout layout = detail::make_slot_layout(
-        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
-        detail::OutShape{e.front.unit_records(), Front::counted, 0});
-    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
-    exec.reset(plan.steps, plan.queues.size(), layout);
-    auto run = std::make_shared<detail::HostRun>();
-    run->ends = ends;
-    run->completion.set_hooks(ends->finish, ends->abort);
-    detail::HostRunRef ref{run};
-    for (const Op& op : plan.ops) {
-      detail::OpWork w;
-      w.offset = op.chunk * chunk;
-      w.count = w.offset < n ? std::min(chunk, n - w.offset) : 0;
-      exec.template issue<in_types>(op, w, ref);
+    using InSide = decltype(detail::as_inputs(std::forward<In>(in)));
+    using OutSide = decltype(detail::as_outputs(std::forward<Out>(out)));
+    std::vector<InSide> ins;
+    std::vector<OutSide> outs;
+    ins.push_back(detail::as_inputs(std::forward<In>(in)));
+    outs.push_back(detail::as_outputs(std::forward<Out>(out)));
+    run_plan_sides(plan, std::move(ins), std::move(outs), false);
+  }
+
+  /// Runs a plan of several runs (plan.runs, as make_plan() builds from
+  /// RunSpecs, each run's own kernel lanes included): run r over ins[r]
+  /// into outs[r], every run's ops issued before any is run, so the seeded
+  /// order mixes runs as a GPU may. Each pair must fit its run's chunks;
+  /// staging as for run_plan(). For tests of plans whose runs differ.
+  /// Blocks; throws config_error for a count of ranges that is not one pair
+  /// per run, or a pair longer than its run's chunks.
+  template <class In, class Out>
+  void run_plan_runs(const Plan& plan, const std::vector<In>& ins, const std::vector<Out>& outs) {
+    if (ins.size() != plan.runs.size() || outs.size() != plan.runs.size()) {
+      throw config_error("chunkpipe: run_plan_runs: the plan has " + std::to_string(plan.runs.size()) +
+                         " runs; give one input and one output per run (got " + std::to_string(ins.size()) + " and " +
+                         std::to_string(outs.size()) + ")");
     }
-    run->issued = true;
-    exec.finish(*run);
-    run->completion.conclude();
+    using InSide = decltype(detail::as_inputs(ins.front()));
+    using OutSide = decltype(detail::as_outputs(outs.front()));
+    std::vector<InSide> in_sides;
+    std::vector<OutSide> out_sides;
+    for (std::size_t r = 0; r < ins.size(); ++r) {
+      in_sides.push_back(detail::as_inputs(ins[r]));
+      out_sides.push_back(detail::as_outputs(outs[r]));
+    }
+    run_plan_sides(plan, std::move(in_sides), std::move(out_sides), true);
   }
 
   /// The last run's elements and chunks (after a Source, what it produced),
@@ -273,6 +274,61 @@ class HostPipeline {
   }
 
  private:
+  // run_plan() (by_runs false: every op of the plan over one pair, chunk c
+  // at element c * unit) and run_plan_runs() (one pair per plan run, at its
+  // own chunks). A private executor, so the pipeline's schedule is untouched.
+  template <class InSide, class OutSide>
+  void run_plan_sides(const Plan& plan, std::vector<InSide> ins, std::vector<OutSide> outs, bool by_runs) {
+    using in_types = typename detail::side_types<InSide>::type;
+    using out_types = typename detail::side_types<OutSide>::type;
+    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
+    const std::size_t chunk = geometry().chunk_elems;
+    std::vector<std::shared_ptr<detail::HostRun>> runs;
+    std::vector<std::size_t> lengths;
+    for (std::size_t r = 0; r < ins.size(); ++r) {
+      const std::size_t n = detail::validate_run(ins[r], outs[r], engine_->front.output_rule());
+      if (by_runs && n > plan.runs[r].chunks * chunk) {
+        throw config_error("chunkpipe: run_plan_runs: run " + std::to_string(r) + " has " +
+                           std::to_string(plan.runs[r].chunks) + " chunks of " + std::to_string(chunk) +
+                           " elements, too few for its " + std::to_string(n) + " elements");
+      }
+      auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
+      detail::Endpoints made = detail::make_endpoints(std::move(ins[r]), std::move(outs[r]), staged);
+      detail::complete_endpoints(made, engine_->front.per_record(),
+                                 Front::counted ? std::make_shared<detail::Packed>() : nullptr, nullptr);
+      auto run = std::make_shared<detail::HostRun>();
+      run->ends = std::make_shared<const detail::Endpoints>(std::move(made));
+      run->completion.set_hooks(run->ends->finish, run->ends->abort);
+      run->first_chunk = by_runs ? plan.runs[r].first_chunk : 0;
+      runs.push_back(std::move(run));
+      lengths.push_back(n);
+    }
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    Engine& e = *engine_;
+    const detail::SlotLayout layout = detail::make_slot_layout(
+        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
+        detail::OutShape{e.front.unit_records(), Front::counted, 0});
+    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
+    exec.reset(plan.steps, plan.queues.size(), layout);
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      detail::HostRunRef ref{runs[r]};
+      const std::size_t first_op = by_runs ? plan.runs[r].first_op : 0;
+      const std::size_t ops = by_runs ? plan.runs[r].ops : plan.ops.size();
+      for (std::size_t i = first_op; i < first_op + ops; ++i) {
+        const Op& op = plan.ops[i];
+        detail::OpWork w;
+        w.offset = (op.chunk - runs[r]->first_chunk) * chunk;
+        w.count = w.offset < lengths[r] ? std::min(chunk, lengths[r] - w.offset) : 0;
+        exec.template issue<in_types>(op, w, ref);
+      }
+      runs[r]->issued = true;
+    }
+    for (const auto& run : runs) {
+      exec.finish(*run);
+      run->completion.conclude();
+    }
+  }
+
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records).
   template <class InSide, class OutSide>

@@ -6,7 +6,9 @@
 
 #include "catch.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -341,4 +343,60 @@ TEST_CASE("which pipelines calibrate on the GPU, and the plans a decision gives"
   const Plan g = graphs.plan_for(n, false, false, 2);
   CHECK(g.executor == Executor::graphs);
   CHECK(stage_queues(g) == 1);
+}
+
+TEST_CASE("runs of one schedule on different kernel lanes run bit for bit on the host backend",
+          "[host][lanes][calibrate][hazards]") {
+  // What a calibrating pipeline issues (calibration.cuh): a first run on
+  // one lane, later ones on what the decision gives, which a later check
+  // may change again. Every run is issued before any op runs, so the
+  // seeded orders mix runs; each run writes its own output.
+  const Fma f{0.999f, 0.0625f};
+  for (int depth : {2, 3, 4, 6}) {
+    const std::size_t unit = 1000;
+    HostPipeline<Map<Fma>> pipe({.chunk_elems = unit, .depth = depth, .policy = Policy::stage_streams,
+                                 .kernel_lanes = 2},
+                                Map<Fma>{f});
+    PlanShape shape = pipe.shape(false, false);
+    REQUIRE(shape.kernel_lanes == 2);
+    shape.lanes_vary = true;
+    const int lanes[] = {1, 2, 2, 1, 2, 1, 1, 2};
+    std::vector<RunSpec> specs;
+    std::vector<std::vector<float>> xs, ys;
+    for (std::size_t r = 0; r < std::size(lanes); ++r) {
+      const std::size_t n = unit * (1 + (r * 7) % (2 * static_cast<std::size_t>(depth) + 1)) + 37 * r;
+      RunSpec spec;
+      spec.chunks = (n + unit - 1) / unit;
+      spec.elems = n;
+      spec.kernel_lanes = lanes[r];
+      specs.push_back(spec);
+      std::vector<float> x(n);
+      for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 2654435761u + r) % 8191) / 8191.0f - 0.5f;
+      xs.push_back(std::move(x));
+      ys.emplace_back(n);
+    }
+    const Plan plan = make_plan(Policy::stage_streams, depth, shape, specs);
+    INFO("depth " << depth);
+    REQUIRE(check_hazards(plan).ok());
+    for (std::size_t r = 0; r < plan.runs.size(); ++r) REQUIRE(plan.runs[r].kernel_lanes == lanes[r]);
+    for (std::uint64_t seed : {1u, 2u, 3u, 7u}) {
+      pipe.set_seed(seed);
+      std::vector<HostSpan<float>> ins;
+      std::vector<HostSpan<float>> outs;
+      for (std::size_t r = 0; r < xs.size(); ++r) {
+        std::fill(ys[r].begin(), ys[r].end(), std::numeric_limits<float>::quiet_NaN());
+        ins.push_back(pinned(xs[r]));
+        outs.push_back(pinned(ys[r]));
+      }
+      pipe.run_plan_runs(plan, ins, outs);
+      for (std::size_t r = 0; r < xs.size(); ++r) {
+        INFO("seed " << seed << " run " << r);
+        for (std::size_t i = 0; i < xs[r].size(); ++i) REQUIRE(ys[r][i] == f(xs[r][i]));
+      }
+    }
+    // One pair per run, or nothing runs.
+    std::vector<HostSpan<float>> one{pinned(xs[0])};
+    std::vector<HostSpan<float>> one_out{pinned(ys[0])};
+    REQUIRE_THROWS_AS(pipe.run_plan_runs(plan, one, one_out), config_error);
+  }
 }
