@@ -164,9 +164,7 @@ class PipelineFront {
     PlanShape s = shape(stage_in, stage_out);
     if (lanes != 0 && executor == Executor::streams) s.kernel_lanes = lanes;
     Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, s, chunks_for(elems));
-    if (target_ == Target::device && elems != 0) {
-      p.executor = executor;
-    }
+    p.executor = executor;
     return p;
   }
 
