@@ -55,6 +55,9 @@ struct Decision {
   std::string why;
   /// What it was decided from (for decide_calibrated(), what was timed).
   Measured measured;
+  /// The machine it was decided for (for decide_calibrated(), the copy
+  /// rates as timed).
+  Machine machine;
 };
 
 /// The window and the fields a decision sets, as C++ a user can paste:
@@ -91,9 +94,9 @@ Decision decide_lanes(const Options& user, bool all_elementwise, const Measured&
                       int most, double margin = 0.01);
 
 /// The decision a calibrating pipeline makes (ChunkedPipeline::decision()),
-/// from the device ops it timed in its first chunks (`timed`: each op's
-/// kind, stage, elements, bytes, and end_ms - start_ms its time on the GPU)
-/// for runs of `run_elems` elements of `stages` Map stages: the stages'
+/// from the device ops it timed (its first chunks, or a later check's;
+/// `timed`: each op's kind, stage, elements, bytes, and end_ms - start_ms
+/// its time on the GPU) for runs of `run_elems` elements of `stages` Map stages: the stages'
 /// time per element (median; a kernel's tail taken out as the simulator
 /// puts it in), the copies' bytes per element and rates as they ran
 /// (median; both directions at once where the run overlapped them, so the
@@ -213,6 +216,7 @@ inline Decision decide(const Options& user, bool all_elementwise, const Measured
   detail::check_decision_inputs(user, m, margin);
   Decision d;
   d.measured = m;
+  d.machine = machine;
   const Candidate as_is = detail::predict_candidate(user, all_elementwise, m, machine);
   auto slot_elems = [](const Geometry& g) { return static_cast<std::size_t>(g.depth) * g.chunk_elems; };
   const std::size_t budget = std::max(slot_elems(as_is.geometry), user.memory_elems);
@@ -251,6 +255,7 @@ inline Decision decide_lanes(const Options& user, bool all_elementwise, const Me
   if (most < 1) throw config_error("chunkpipe: decide_lanes: most must be at least 1 (got " + std::to_string(most) + ")");
   Decision d;
   d.measured = m;
+  d.machine = machine;
   d.ranked.push_back(detail::predict_candidate(user, all_elementwise, m, machine));
   d.ranked.back().is_default = true;
   for (int lanes = 1; lanes <= most; ++lanes) {

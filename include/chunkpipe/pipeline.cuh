@@ -195,7 +195,13 @@ class ChunkedPipeline {
   /// geometry() says. A run is issued long before its first kernel ends,
   /// so the decision applies from a later run on; until then runs use
   /// geometry().kernel_lanes, as do runs the automatic executor gives a
-  /// graph. The Decision says what bound the work, the
+  /// graph. Every 128 whole chunks after a decision (1 GiB of float at the
+  /// default unit) it times five chunks again and decides again; that
+  /// decision replaces this one only if a stage's time or a copy rate moved
+  /// by more than 10% from what was timed on the same lanes, or, with none
+  /// such, if it chooses other lanes: work that changes is followed, and
+  /// noise does not flip the lanes. The Decision (the
+  /// latest) says what bound the work, what was timed (measured), the
   /// chosen Options (to_string() prints them for pasting) and the
   /// simulator's figure for each candidate. Never blocks.
   std::optional<Decision> decision() { return runner_->decision(); }

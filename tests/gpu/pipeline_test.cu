@@ -26,6 +26,21 @@ using namespace chunkpipe;
 
 namespace {
 
+// Chain (below) with its length read from device memory, so that one
+// pipeline's work can change between runs (the calibration's checks).
+struct DialledChain {
+  const int* iters = nullptr;  // device memory
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const {
+#ifdef __CUDA_ARCH__
+    const int n = *iters;
+#else
+    const int n = 0;
+#endif
+    for (int k = 0; k < n; ++k) x = fmaf(x, 0.999f, 0.0625f);
+    return x;
+  }
+};
+
 // The lesson's kernel: a chain of FMAs, so results depend on every step.
 struct Chain {
   int iters = 64;
@@ -442,22 +457,42 @@ TEST_CASE("the link and a stage can be measured", "[gpu][measure]") {
   REQUIRE(std::isfinite(ns));
 }
 
+namespace {
+
+// What the calibration tests run: 8 units of 8 MiB and a ragged chunk in
+// pinned memory, and what the serial schedule makes of them with `iters`
+// chained FMAs an element (checked against the functor at samples).
+// 4096 is about 0.15 ns of kernel per element on the H200 against 0.08 of
+// link (8 bytes each way at 100 GB/s), and a sanitizer slows kernels far
+// more than copies, so it is compute-bound wherever the suite runs.
+struct HeavyRun {
+  static constexpr std::size_t n = (std::size_t{16} << 20) + 4321;
+  const Chain heavy;
+  std::vector<float> x;
+  PinnedArray<float> in{n}, out{n};
+  std::vector<float> want;
+
+  explicit HeavyRun(unsigned seed, int iters = 4096) : heavy{iters}, x(random_floats(n, seed)) {
+    std::memcpy(in.data(), x.data(), n * sizeof(float));
+    ChunkedPipeline<Map<Chain>> serial({.policy = Policy::serial}, Map<Chain>{heavy});
+    poison(out);
+    serial.run(in, out);
+    want.assign(out.data(), out.data() + n);
+    for (std::size_t i = 0; i < n; i += 100003) REQUIRE(std::fabs(want[i] - heavy(x[i])) <= 1e-4f);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("the automatic policy calibrates on the first chunks and gives compute-bound work kernel lanes",
           "[gpu][lanes][calibrate]") {
-  // 4096 chained FMAs an element: about 0.15 ns of kernel per element on
-  // the H200 against 0.08 of link (8 bytes each way at 100 GB/s), and a
-  // sanitizer slows kernels far more than copies, so this is compute-bound
-  // wherever the suite runs.
-  const std::size_t n = (std::size_t{16} << 20) + 4321;  // 8 units of 8 MiB and a ragged one
-  const auto x = random_floats(n, 11);
-  PinnedArray<float> in(n), out(n);
-  std::memcpy(in.data(), x.data(), n * sizeof(float));
-  const Chain heavy{4096};
-  ChunkedPipeline<Map<Chain>> serial({.policy = Policy::serial}, Map<Chain>{heavy});
-  poison(out);
-  serial.run(in, out);
-  const std::vector<float> want(out.data(), out.data() + n);
-  for (std::size_t i = 0; i < n; i += 100003) REQUIRE(std::fabs(want[i] - heavy(x[i])) <= 1e-4f);
+  HeavyRun h(11);
+  const std::size_t n = HeavyRun::n;
+  const auto& x = h.x;
+  auto& in = h.in;
+  auto& out = h.out;
+  const Chain heavy = h.heavy;
+  const std::vector<float>& want = h.want;
 
   Options o;
   o.record_issued = true;
@@ -524,4 +559,81 @@ TEST_CASE("the automatic policy calibrates on the first chunks and gives compute
   REQUIRE(kept.kernel_lanes == d->chosen.geometry.kernel_lanes);
   REQUIRE(kept.kernel_lanes >= 1);
   REQUIRE(!ChunkedPipeline<Map<Chain>>(kept, Map<Chain>{light}).calibrates());
+}
+
+TEST_CASE("a calibrated pipeline times again and follows work that changes, bit-exact throughout",
+          "[gpu][lanes][calibrate]") {
+  // 16384 FMAs: under memcheck, which slows every memory access, the work
+  // with none still differs from it by far more than the 10% margin.
+  HeavyRun h(12, 16384);
+  const std::size_t n = HeavyRun::n;
+  const auto& x = h.x;
+  auto& in = h.in;
+  auto& out = h.out;
+  const std::vector<float>& want_heavy = h.want;
+
+  DeviceBuffer iters(sizeof(int));
+  auto dial = [&](int v) {
+    REQUIRE(cudaMemcpy(iters.data(), &v, sizeof v, cudaMemcpyHostToDevice) == cudaSuccess);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);  // the pipeline's streams do not wait for the default one
+  };
+  const DialledChain f{reinterpret_cast<const int*>(iters.data())};
+  Options o;
+  o.record_issued = true;
+  ChunkedPipeline<Map<DialledChain>> pipe(o, Map<DialledChain>{f});
+  REQUIRE(pipe.calibrates());
+
+  // Compute-bound first: 2 lanes. The same work for 20 runs (160 units):
+  // the check after 128 units, timed on 2 lanes where kernels share the
+  // GPU and take longer, finds the same choice, so the decision stands.
+  dial(16384);
+  std::optional<Decision> first;
+  for (int run = 0; run < 20; ++run) {
+    poison(out);
+    pipe.run(in, out);
+    REQUIRE(std::memcmp(out.data(), want_heavy.data(), n * sizeof(float)) == 0);
+    const std::optional<Decision> d = pipe.decision();
+    REQUIRE(d);
+    if (!first) first = d;
+    INFO("run " << run << ": " << d->why);
+    REQUIRE(d->measured.stage_ns_per_elem == first->measured.stage_ns_per_elem);
+  }
+  INFO("first: " << first->why);
+  REQUIRE(first->measured.stage_ns_per_elem.size() == 1);
+  const double heavy_ns = first->measured.stage_ns_per_elem[0];
+  CHECK(first->chosen.geometry.kernel_lanes == 2);
+  const std::size_t before = pipe.issued_plan().runs.size();
+  CHECK(pipe.issued_plan().runs.back().kernel_lanes == 2);
+
+  // Then no work at all: the next check (128 units on) decides from what
+  // it measures now.
+  dial(0);
+  std::optional<Decision> now;
+  int runs = 0;
+  for (; runs < 40; ++runs) {
+    poison(out);
+    pipe.run(in, out);
+    REQUIRE(std::memcmp(out.data(), x.data(), n * sizeof(float)) == 0);  // identity, bit for bit
+    now = pipe.decision();
+    REQUIRE(now);
+    if (now->measured.stage_ns_per_elem[0] != heavy_ns) break;
+  }
+  INFO("after " << runs << " light runs: " << now->why);
+  REQUIRE(runs < 40);
+  CHECK(runs >= 8);  // not before the check is due
+  if (now->why.find("link-bound") != std::string::npos) {
+    // Outside a sanitizer (which slows kernels far more than copies): one
+    // lane for the runs from here on.
+    CHECK(now->measured.stage_ns_per_elem[0] < 0.9 * heavy_ns);
+    CHECK(now->chosen.geometry.kernel_lanes == 1);
+    poison(out);
+    pipe.run(in, out);
+    REQUIRE(std::memcmp(out.data(), x.data(), n * sizeof(float)) == 0);
+    CHECK(pipe.issued_plan().runs.back().kernel_lanes == 1);
+  }
+  const Plan issued = pipe.issued_plan();
+  REQUIRE(issued.runs.size() > before);
+  const HazardReport hazards = check_hazards(issued);
+  INFO(hazards);
+  REQUIRE(hazards.ok());
 }

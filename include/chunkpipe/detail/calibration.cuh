@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The automatic policy's calibration: the first chunks a pipeline issues
-// are timed with a few CUDA event pairs, and once they are done the
-// simulator decides how many kernel lanes the runs after them get
-// (decide_lanes, decide.hpp).
+// The automatic policy's calibration on the GPU: CUDA event pairs around
+// the device ops CalibrationState (calibration_state.hpp: which ops, when a
+// decision is due, whether a check's replaces the one in force) picks, and
+// once they are done the simulator decides how many kernel lanes the runs
+// after them get (decide_calibrated, decide.hpp).
 //
 // Why this much and no more: a run over pinned memory is issued in full
 // long before its first kernel ends (the host never waits for the GPU), so
@@ -20,10 +21,10 @@
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/detail/calibration_state.hpp>
 
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -32,10 +33,6 @@ namespace chunkpipe::detail {
 
 class Calibration {
  public:
-  /// Chunks timed: enough for a median that one slow chunk (the first
-  /// kernel's module load, a copy that ran alone) does not move.
-  static constexpr std::size_t chunks = 5;
-
   /// One timed device op.
   struct Probe {
     OpKind kind = OpKind::h2d;
@@ -43,15 +40,15 @@ class Calibration {
     std::size_t count = 0;  // elements
     std::size_t bytes = 0;  // copied (copies only)
     Event start, end;
-    bool used = false;
   };
 
   /// For a pipeline of `stages` element-wise stages whose options are
-  /// `user`, deciding between 1 and `most` lanes. Creates its events now,
-  /// so timing allocates nothing. Throws cuda_error.
+  /// `user`, scheduled in units of `unit` elements, deciding between 1 and
+  /// `most` lanes. Creates its events now, so timing allocates nothing.
+  /// Throws cuda_error.
   Calibration(const Options& user, int stages, int most, std::size_t unit)
-      : user_(user), stages_(stages), most_(most), unit_(unit) {
-    probes_.resize(chunks * static_cast<std::size_t>(stages + 2));
+      : user_(user), stages_(stages), most_(most), unit_(unit), state_(stages, unit) {
+    probes_.resize(state_.slots());
     for (Probe& p : probes_) {
       p.start = Event::create(true);
       p.end = Event::create(true);
@@ -59,29 +56,11 @@ class Calibration {
   }
 
   /// The probe to time device op `op` (of `count` elements) with, or
-  /// nullptr: only ops of whole units (a short run, or a run's ragged end,
-  /// would time its calls rather than its work), of the `chunks` chunks
-  /// from the first such one on, each once. Never throws.
+  /// nullptr (CalibrationState::slot_for). Never throws.
   Probe* probe_for(const Op& op, std::size_t count) noexcept {
-    if (state_ != State::timing) return nullptr;
-    if (!armed_) {
-      if (count != unit_) return nullptr;
-      armed_ = true;
-      first_ = op.chunk;
-    }
-    if (op.chunk < first_) return nullptr;
-    const std::size_t c = op.chunk - first_;
-    if (c >= chunks) {
-      // Later chunks are being issued: the ones skipped (a ragged end, a
-      // short run) will never come, so what was timed is all there is.
-      closed_ = true;
-      return nullptr;
-    }
-    if (count != unit_) return nullptr;
-    const int row = op.kind == OpKind::h2d ? 0 : op.kind == OpKind::d2h ? 1 : 2 + op.stage;
-    Probe& p = probes_[c * static_cast<std::size_t>(stages_ + 2) + static_cast<std::size_t>(row)];
-    if (p.used) return nullptr;
-    p.used = true;
+    const std::size_t slot = state_.slot_for(op, count);
+    if (slot == CalibrationState::none) return nullptr;
+    Probe& p = probes_[slot];
     p.kind = op.kind;
     p.stage = op.stage;
     p.count = count;
@@ -89,59 +68,54 @@ class Calibration {
     return &p;
   }
 
-  /// Elements of the runs being calibrated, for the prediction (0: not known).
-  void note_run_elems(std::size_t n) noexcept {
-    if (!armed_ && n != 0) run_elems_ = n;
-  }
+  /// The run about to be issued: its elements (0: not known) and kernel
+  /// lanes (CalibrationState::note_run).
+  void note_run(std::size_t n, int lanes) noexcept { state_.note_run(n, lanes); }
 
-  /// The decision, once made; nullopt before (or if it never can be: the
-  /// probes' events failed). If `final`,
-  /// decides on whatever chunks were timed (the pipeline has been waited
-  /// for); otherwise only once all `chunks` chunks were, or later ones
-  /// issued. Never blocks, never throws (a decision that cannot be made is
-  /// never made: the lanes stay).
-  const std::optional<Decision>& settle(bool final) {
-    if (state_ != State::timing || !armed_ || !(closed_ || final || all_used())) return decision_;
-    for (const Probe& p : probes_) {
-      if (!p.used) continue;
+  /// The schedule was made again: its chunk numbers start over, and a
+  /// probe of the round in progress may hold a start without its end
+  /// (CalibrationState::restart). Nothing of it is in flight (the schedule
+  /// is made again only after a drain).
+  void restart() noexcept { state_.restart(); }
+
+  /// A decision made now, from the timed chunks; nullopt if none is due
+  /// (CalibrationState::due: still timing, or the next check not yet), the
+  /// timed ops have not all run, a check found the work as it was
+  /// (CalibrationState::conclude), or none can ever be made (the timed ops
+  /// failed). If `final`, decides on whatever chunks were timed (the
+  /// pipeline has been waited for). Never blocks, never throws (a decision
+  /// that cannot be made is never made: the lanes stay).
+  std::optional<Decision> settle(bool final) {
+    if (!state_.due(final)) return std::nullopt;
+    for (std::size_t i = 0; i < probes_.size(); ++i) {
+      if (!state_.used(i)) continue;
       // Not cudaGetLastError() after either: a pending error may be the
       // caller's own, and NotReady is never recorded as one.
-      const cudaError_t q = cudaEventQuery(p.end.get());
-      if (q == cudaErrorNotReady) return decision_;  // not yet: a later run asks again
+      const cudaError_t q = cudaEventQuery(probes_[i].end.get());
+      if (q == cudaErrorNotReady) return std::nullopt;  // not yet: a later run asks again
       if (q != cudaSuccess) {
-        state_ = State::failed;  // the run that failed reports why; the lanes stay
-        return decision_;
+        state_.broken();  // the run that failed reports why; the lanes stay
+        return std::nullopt;
       }
     }
     try {
-      decision_ = decide_from_probes();
-      state_ = State::decided;
+      return state_.conclude(decide_from_probes());
     } catch (const cuda_error&) {
-      state_ = State::failed;
+      state_.fail();
     } catch (const config_error&) {
-      state_ = State::failed;  // nothing measurable was timed (every op below the events' resolution)
+      state_.fail();  // nothing measurable was timed (every op below the events' resolution)
     } catch (...) {
-      state_ = State::failed;  // out of memory: never asked again, so no later run fails on it
+      state_.fail();  // out of memory: never asked again, so no later run fails on it
     }
-    return decision_;
+    return std::nullopt;
   }
-
-  const std::optional<Decision>& decision() const noexcept { return decision_; }
 
  private:
-  enum class State { timing, decided, failed };
-
-  bool all_used() const noexcept {
-    for (const Probe& p : probes_) {
-      if (!p.used) return false;
-    }
-    return true;
-  }
-
   Decision decide_from_probes() {
     std::vector<TimedOp> timed;
-    for (const Probe& p : probes_) {
-      if (!p.used) continue;
+    for (std::size_t i = 0; i < probes_.size(); ++i) {
+      if (!state_.used(i)) continue;
+      const Probe& p = probes_[i];
       float ms = 0.0f;
       CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&ms, p.start.get(), p.end.get()));
       TimedOp op;
@@ -152,20 +126,16 @@ class Calibration {
       op.elems = p.count;
       timed.push_back(op);
     }
-    return decide_calibrated(user_, stages_, timed, run_elems_ != 0 ? run_elems_ : 64 * unit_, most_);
+    const std::size_t n = state_.run_elems() != 0 ? state_.run_elems() : 64 * unit_;
+    return decide_calibrated(user_, stages_, timed, n, most_);
   }
 
   Options user_;
   int stages_;
   int most_;
   std::size_t unit_;
-  std::vector<Probe> probes_;  // [chunk * (stages + 2) + (h2d, d2h, stage...)]
-  State state_ = State::timing;
-  bool armed_ = false;   // the first chunk is known
-  bool closed_ = false;  // ops of a chunk past the timed ones were issued
-  std::size_t first_ = 0;
-  std::size_t run_elems_ = 0;
-  std::optional<Decision> decision_;
+  CalibrationState state_;
+  std::vector<Probe> probes_;  // one per CalibrationState slot
 };
 
 }  // namespace chunkpipe::detail

@@ -665,21 +665,22 @@ class CudaRunner {
   // chunks are done, the geometry's until then. Under issue_mutex_.
   int lanes_for_run(std::size_t n) {
     if (!cal_) return front_.geometry().kernel_lanes;
-    cal_->note_run_elems(n == unknown_length ? 0 : n);
     settle_locked(false);
+    cal_->note_run(n == unknown_length ? 0 : n, run_lanes_);
     return run_lanes_;
   }
 
-  // Makes the decision if the calibrated chunks are done (any timed at
-  // all, if `final`), and publishes it. Never blocks. Under issue_mutex_,
-  // on the pipeline's device.
+  // Makes a decision if the calibrated chunks are done (any timed at all,
+  // if `final`), and publishes it: the first, and any later check's that
+  // found the work moved (CalibrationState::recheck_chunks, moved_margin).
+  // Never blocks. Under issue_mutex_, on the pipeline's device.
   void settle_locked(bool final) {
-    if (!cal_ || cal_->decision()) return;
-    const std::optional<Decision>& d = cal_->settle(final);
+    if (!cal_) return;
+    std::optional<Decision> d = cal_->settle(final);
     if (!d) return;
     run_lanes_ = d->chosen.geometry.kernel_lanes;
     std::lock_guard<std::mutex> stats(stats_mutex_);
-    decision_ = *d;
+    decision_ = std::move(*d);
   }
 
  public:
@@ -841,6 +842,12 @@ class CudaRunner {
     if (fresh) {
       exec_.drain();
       graphs_.drain();
+      if (cal_) {
+        // Everything timed has run: decide on it before the new schedule
+        // numbers its chunks afresh (fresh_schedule restarts the round).
+        DeviceGuard guard(device_);
+        settle_locked(true);
+      }
       // Until the new slots exist, no flow is prepared: if allocating them
       // throws, the next run starts here again.
       driver_.reset();
@@ -883,9 +890,12 @@ class CudaRunner {
     runs_log_.clear();
     if (front_.calibrates() && !cal_) {
       // Its events belong to this device; a schedule made again later (new
-      // element types) keeps what was timed and decided.
+      // element types) keeps what was decided (prepare() settles what was
+      // timed first; after a failure the round in progress starts over).
       cal_.emplace(front_.options(), static_cast<int>(sizeof...(Stages)), front_.lane_capacity(), g.chunk_elems);
       exec_.set_calibration(&*cal_);
+    } else if (cal_) {
+      cal_->restart();  // the chunk numbers start over
     }
   }
 

@@ -94,8 +94,9 @@ class StreamExecutor {
     log_.clear();
   }
 
-  /// Times the first chunks' device ops for the automatic policy's
-  /// calibration (calibration.cuh); nullptr: none. The caller keeps it
+  /// Times the device ops the automatic policy's calibration picks (its
+  /// first chunks, and a check's now and then: calibration.cuh); nullptr:
+  /// none. The caller keeps it
   /// alive while runs are issued.
   void set_calibration(Calibration* c) noexcept { calibration_ = c; }
 

@@ -1,0 +1,230 @@
+// SPDX-License-Identifier: MIT
+// The automatic policy's calibration, the part that needs no GPU: which
+// device ops are timed, when what was timed is due for a decision, and
+// whether a later check's decision replaces the one in force.
+// calibration.cuh puts CUDA events on the ops this picks; the tests run it
+// on the CPU.
+//
+// Timing: the first `chunks` whole-unit chunks from the first one issued
+// (a short run, or a run's ragged end, would time its calls rather than
+// its work), each op once. Checks: every recheck_chunks whole chunks after
+// a decision the same again (at least min_check_chunks of them). A check's
+// decision replaces the one in force only when what it was made from moved
+// by more than moved_margin, so figures that differ by noise never
+// republish; and since a kernel that shares the GPU with one on another
+// lane takes longer than it would alone, a check is compared only with
+// figures timed on the same lanes. Where there are none yet (the first
+// check after the lanes changed), only a different choice of lanes
+// replaces the decision: sharing lengthens kernels, never shortens them,
+// so figures from more lanes can only overstate the compute, and a check
+// that still chooses fewer lanes is right to.
+#pragma once
+
+#include <chunkpipe/decide.hpp>
+#include <chunkpipe/plan.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe::detail {
+
+class CalibrationState {
+ public:
+  /// Chunks timed: enough for a median that one slow chunk (the first
+  /// kernel's module load, a copy that ran alone) does not move.
+  static constexpr std::size_t chunks = 5;
+  /// Whole chunks issued after a decision before the next check: 128 of the
+  /// default 8 MiB units is 1 GiB, so a check's 30-odd event records are
+  /// lost in the work.
+  static constexpr std::size_t recheck_chunks = 128;
+  /// How far (relative) a stage's time per element or a copy rate must move
+  /// from what the decision in force was made from for a check's decision
+  /// to replace it. Five chunks' medians agree to a few percent from one
+  /// check to the next on the H200.
+  static constexpr double moved_margin = 0.10;
+  /// Chunks a check must time to conclude: one or two chunks' medians
+  /// (a round that began at a run's last chunk, closed by the next run) can
+  /// move by the margin on noise alone, so such a round starts over.
+  static constexpr std::size_t min_check_chunks = 3;
+  /// slot_for()'s answer for an op that is not timed.
+  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+
+  /// For a pipeline of `stages` stages scheduled in units of `unit` elements.
+  CalibrationState(int stages, std::size_t unit)
+      : rows_(static_cast<std::size_t>(stages) + 2), unit_(unit), used_(chunks * rows_, false) {}
+
+  /// Timing slots: chunk * (stages + 2) + (h2d 0, d2h 1, stage s 2 + s).
+  std::size_t slots() const noexcept { return used_.size(); }
+  bool used(std::size_t slot) const noexcept { return used_[slot]; }
+
+  /// The slot to time device op `op` (of `count` elements) in, or none;
+  /// each slot once per round of timing. Called for every device op in
+  /// issue order. Never throws.
+  std::size_t slot_for(const Op& op, std::size_t count) noexcept {
+    if (state_ == State::decided && op.kind == OpKind::h2d && count == unit_ && ++since_ >= recheck_chunks) {
+      // A check: time again from this chunk on. Every slot's op had run
+      // when the round before was concluded (settle() found each end event
+      // done), so its events may be recorded again.
+      rearm();
+      since_ = 0;
+      state_ = State::timing;
+    }
+    if (state_ != State::timing) return none;
+    if (armed_ && !closed_ && op.chunk >= first_ + chunks) {
+      // Later chunks are being issued: the ones skipped (a ragged end, a
+      // short run) will never come, so what was timed is all there is;
+      // unless a check timed too few, which starts over from here.
+      if (last_ && timed_chunks() < min_check_chunks) {
+        rearm();
+      } else {
+        closed_ = true;
+      }
+    }
+    if (closed_) return none;
+    if (!armed_) {
+      if (count != unit_) return none;
+      armed_ = true;
+      first_ = op.chunk;
+      run_elems_ = latest_elems_;  // the runs this round times
+      round_lanes_ = latest_lanes_;
+    }
+    if (op.chunk < first_) return none;
+    const std::size_t c = op.chunk - first_;
+    if (count != unit_) return none;
+    const std::size_t row = op.kind == OpKind::h2d ? 0 : op.kind == OpKind::d2h ? 1 : 2 + static_cast<std::size_t>(op.stage);
+    if (row >= rows_) return none;
+    const std::size_t slot = c * rows_ + row;
+    if (used_[slot]) return none;
+    used_[slot] = true;
+    return slot;
+  }
+
+  /// The run about to be issued: its elements (0: not known) and kernel
+  /// lanes. A round of timing takes those of the run it starts in: the
+  /// elements for the prediction, the lanes for comparing checks. (No
+  /// decision is made while a round is timing, so its runs' lanes agree.)
+  void note_run(std::size_t n, int lanes) noexcept {
+    if (n != 0) latest_elems_ = n;
+    latest_lanes_ = lanes;
+  }
+  std::size_t run_elems() const noexcept { return run_elems_; }
+
+  /// The schedule was made again (new element types, or one a failure
+  /// tore down): its chunk numbers start over, and whatever the round in
+  /// progress recorded may be half done, so the round starts over with
+  /// them. A decision in force stays, and the count to the next check.
+  void restart() noexcept {
+    if (state_ == State::timing) rearm();
+  }
+
+  /// Whether what was timed is due for a decision once its ops are done:
+  /// all `chunks` chunks were timed, or later ones issued, or (`final`:
+  /// the pipeline has been waited for) any at all.
+  bool due(bool final) const noexcept {
+    return state_ == State::timing && armed_ && (closed_ || final || all_used());
+  }
+
+  /// Takes the decision made from what was timed: returns it when it is
+  /// the first, or a check's that replaces the one in force (see the top of
+  /// this file: its figures moved from those timed on the same lanes, or,
+  /// with none such, it chooses other lanes); nullopt when the decision in
+  /// force stands. Only after all the round's timed ops ran.
+  std::optional<Decision> conclude(Decision d) {
+    state_ = State::decided;
+    since_ = 0;
+    const std::size_t lanes = static_cast<std::size_t>(std::max(round_lanes_, 1));
+    if (baselines_.size() <= lanes) baselines_.resize(lanes + 1);
+    std::optional<Decision>& same_lanes = baselines_[lanes];
+    if (last_) {
+      const bool replace = same_lanes ? moved(*same_lanes, d)
+                                      : d.chosen.geometry.kernel_lanes != last_->chosen.geometry.kernel_lanes;
+      if (!replace) {
+        if (!same_lanes) same_lanes = d;  // what later checks on these lanes compare with
+        return std::nullopt;
+      }
+      // The work moved: figures timed on other lanes are of the work before.
+      for (std::optional<Decision>& b : baselines_) b.reset();
+    }
+    same_lanes = d;
+    last_ = d;
+    return d;
+  }
+
+  /// No decision can be made from this round, though its ops ran (they
+  /// timed nothing measurable, or reading a time failed). Before any
+  /// decision: none is asked for again. After one: it stays in force, and
+  /// the next check comes as usual.
+  void fail() noexcept {
+    if (last_) {
+      state_ = State::decided;
+      since_ = 0;
+    } else {
+      state_ = State::failed;
+    }
+  }
+  /// A timed op failed, so whether the others ran is not known and their
+  /// events must not be recorded again: no check comes again, and a
+  /// decision in force stays.
+  void broken() noexcept { state_ = State::failed; }
+  bool failed() const noexcept { return state_ == State::failed; }
+
+  /// Whether `now` was made from figures more than moved_margin away from
+  /// `before`'s: a stage's time per element, or either copy rate.
+  static bool moved(const Decision& before, const Decision& now) noexcept {
+    auto far = [](double a, double b) { return std::fabs(b - a) > moved_margin * std::max(std::fabs(a), 1e-12); };
+    const std::vector<double>& was = before.measured.stage_ns_per_elem;
+    const std::vector<double>& is = now.measured.stage_ns_per_elem;
+    if (was.size() != is.size()) return true;
+    for (std::size_t i = 0; i < was.size(); ++i) {
+      if (far(was[i], is[i])) return true;
+    }
+    return far(before.machine.link.h2d_gbps, now.machine.link.h2d_gbps) ||
+           far(before.machine.link.d2h_gbps, now.machine.link.d2h_gbps);
+  }
+
+ private:
+  enum class State { timing, decided, failed };
+
+  bool all_used() const noexcept { return std::all_of(used_.begin(), used_.end(), [](bool u) { return u; }); }
+
+  // Chunks of the round with at least one op timed.
+  std::size_t timed_chunks() const noexcept {
+    std::size_t n = 0;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      const auto row = used_.begin() + static_cast<std::ptrdiff_t>(c * rows_);
+      if (std::any_of(row, row + static_cast<std::ptrdiff_t>(rows_), [](bool u) { return u; })) ++n;
+    }
+    return n;
+  }
+
+  // A round starts over: nothing timed, the next whole chunk first. A
+  // slot's events may be recorded again while an earlier record of them is
+  // pending (the later record is the one an event then reports), so this
+  // needs no wait.
+  void rearm() noexcept {
+    std::fill(used_.begin(), used_.end(), false);
+    armed_ = closed_ = false;
+  }
+
+  std::size_t rows_;
+  std::size_t unit_;
+  std::vector<bool> used_;
+  State state_ = State::timing;
+  bool armed_ = false;   // the first chunk is known
+  bool closed_ = false;  // ops of a chunk past the timed ones were issued
+  std::size_t first_ = 0;
+  std::size_t since_ = 0;  // whole chunks issued since the last decision
+  std::size_t run_elems_ = 0;     // of the round being timed
+  std::size_t latest_elems_ = 0;  // of the last run issued
+  int round_lanes_ = 1;           // the kernel lanes of the round's runs
+  int latest_lanes_ = 1;          // of the last run issued
+  std::optional<Decision> last_;  // the decision in force
+  std::vector<std::optional<Decision>> baselines_;  // [lanes]: the figures checks on those lanes compare with
+};
+
+}  // namespace chunkpipe::detail
