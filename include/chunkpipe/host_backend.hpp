@@ -25,6 +25,7 @@
 #include <chunkpipe/detail/host_executor.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/detail/spread.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -436,6 +437,14 @@ class HostPipeline {
 
   std::shared_ptr<Engine> engine_;
 };
+
+/// Runs spread over virtual devices: one HostPipeline per entry of
+/// Options::devices (the ordinals are labels), each with its own schedule
+/// and slots, taking pieces of a run as it has room (detail/spread.hpp).
+/// How CI tests the spreading's order, bounds and failures. Construct with
+/// Options and the stages; run(in, out) blocks and returns a SpreadSummary.
+template <class... Stages>
+using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
 
 /// Builds a HostPipeline, deducing its stage types.
 template <class... Stages>

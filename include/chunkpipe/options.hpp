@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <thread>
 
 namespace chunkpipe {
@@ -134,6 +135,13 @@ struct Options {
   /// slot_streams take only 0 or 1 (their kernels already run on one
   /// stream per slot).
   int kernel_lanes = 0;
+  /// Devices to spread runs over: a SpreadPipeline (HostSpreadPipeline on
+  /// the host backend, where they are virtual devices) builds one member
+  /// pipeline per entry, with that entry as its `device`; an entry may
+  /// repeat (each member has its own slots, streams and host threads).
+  /// ChunkedPipeline and HostPipeline take at most one entry, which then
+  /// names the device as `device` does. Empty: `device` alone.
+  std::vector<int> devices{};
 };
 
 /// Staging threads per direction that a machine with enough cores gets by
@@ -212,6 +220,9 @@ inline Executor choose_executor(const Options& o, const Geometry& g, bool all_el
   return !refusal && pays ? Executor::graphs : Executor::streams;
 }
 
+/// Most entries Options::devices may list.
+inline constexpr std::size_t max_spread_devices = 64;
+
 /// Throws config_error naming the first bad field.
 inline void validate_options(const Options& o) {
   if (o.chunk_elems == 0) throw config_error("chunkpipe: chunk_elems must be at least 1 (got 0)");
@@ -221,6 +232,16 @@ inline void validate_options(const Options& o) {
   }
   if (o.device < -1) throw config_error("chunkpipe: device must be -1 or a device ordinal (got " +
                                         std::to_string(o.device) + ")");
+  if (o.devices.size() > max_spread_devices) {
+    throw config_error("chunkpipe: devices lists " + std::to_string(o.devices.size()) + " entries; at most " +
+                       std::to_string(max_spread_devices));
+  }
+  for (std::size_t i = 0; i < o.devices.size(); ++i) {
+    if (o.devices[i] < 0) {
+      throw config_error("chunkpipe: devices[" + std::to_string(i) + "] must be a device ordinal (got " +
+                         std::to_string(o.devices[i]) + ")");
+    }
+  }
   if (o.kernel_lanes < 0 || o.kernel_lanes > max_kernel_lanes) {
     throw config_error("chunkpipe: kernel_lanes must be 0 (the policy chooses) to " +
                        std::to_string(max_kernel_lanes) + " (got " + std::to_string(o.kernel_lanes) + ")");

@@ -39,6 +39,7 @@
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/version.hpp>
 #include <chunkpipe/detail/cuda_runner.cuh>
+#include <chunkpipe/detail/spread.hpp>
 
 #include <memory>
 #include <optional>
@@ -279,6 +280,37 @@ Options tune(ChunkedPipeline<Stages...>& pipe, In&& in, Out&& out) {
   o.kernel_lanes = d->chosen.geometry.kernel_lanes;
   return o;
 }
+
+namespace detail {
+/// A SpreadPipeline's piece buffer (a Source's input, a Sink's output):
+/// pinned, so its pieces are copied directly.
+template <class T>
+struct PinnedPieceBuffer {
+  static constexpr Memory memory = Memory::pinned;
+  explicit PinnedPieceBuffer(std::size_t n) : array(n) {}
+  T* data() noexcept { return array.data(); }
+  PinnedArray<T> array;
+};
+}  // namespace detail
+
+/// A pipeline that spreads each run over several GPUs: one ChunkedPipeline
+/// per entry of Options::devices (an entry may repeat: each member has its
+/// own slots, streams and host threads), each taking the next piece of the
+/// run (8 units) when it has room, so a slower link or a busier GPU takes
+/// fewer (detail/spread.hpp). Outputs land in place; a Source is read and a
+/// Sink fed in chunk order. Map stages only (a ChunkFn would see its
+/// piece's chunk numbers and offsets; reductions and filters are not
+/// spread); each member has its own copy of the stages.
+///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
+///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
+/// Construction throws config_error for an empty or bad device list,
+/// Options::device set, Staging::registered, and what a ChunkedPipeline's
+/// constructor throws; run() (Spread::run) throws config_error for bad
+/// ranges, overlaps included, before anything runs, pipeline_error for a
+/// Source that produced more than the outputs hold, and the first error of
+/// any member.
+template <class... Stages>
+using SpreadPipeline = detail::Spread<ChunkedPipeline<Stages...>, detail::PinnedPieceBuffer>;
 
 /// Builds a ChunkedPipeline, deducing the stage types:
 ///   auto pipe = chunkpipe::make_pipeline(opts, chunkpipe::map(Fma{a, b}));

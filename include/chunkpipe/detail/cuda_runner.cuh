@@ -110,7 +110,7 @@ class CudaRunner {
  public:
   /// Throws config_error for bad options or a device that does not exist.
   CudaRunner(Options options, Stages... stages)
-      : front_(Target::device, options, std::move(stages)...), device_(pick_device(options)),
+      : front_(Target::device, options, std::move(stages)...), device_(pick_device(front_.options())),
         exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
     exec_.set_logging(options.record_issued);
     graphs_.set_logging(options.record_issued);

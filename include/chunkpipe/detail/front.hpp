@@ -169,8 +169,22 @@ class PipelineFront {
   }
 
  private:
-  static const Options& validated(const Options& o) {
+  // Also resolves a one-entry device list into `device`.
+  static Options validated(Options o) {
     ::chunkpipe::detail::validate_options(o);
+    if (o.devices.size() > 1) {
+      throw config_error("chunkpipe: Options::devices lists " + std::to_string(o.devices.size()) +
+                         " devices; one pipeline runs on one (use SpreadPipeline, or HostSpreadPipeline on the "
+                         "host backend, to spread runs over several)");
+    }
+    if (o.devices.size() == 1) {
+      if (o.device != -1 && o.device != o.devices[0]) {
+        throw config_error("chunkpipe: Options::device (" + std::to_string(o.device) + ") and devices[0] (" +
+                           std::to_string(o.devices[0]) + ") name different devices");
+      }
+      o.device = o.devices[0];
+      o.devices.clear();
+    }
     return o;
   }
   // A Reduce's segment (1 without one). Throws config_error for 0.

@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: MIT
+// One run's chunks spread over several pipelines of the same stages: one
+// per entry of Options::devices (SpreadPipeline on GPUs, pipeline.cuh;
+// HostSpreadPipeline's virtual devices, host_backend.hpp). Host-only C++:
+// the member pipelines do all device work.
+//
+// How: the run is cut into pieces of piece_units whole units. Each member
+// has a host thread that takes the next piece when it has room (at most
+// `ahead` of its pieces in flight), so a slower link or a busier GPU takes
+// fewer pieces and holds no one back. A piece is a run of its member over
+// the slices of the run's ranges, so outputs land in place and each
+// member's schedule overlaps its own pieces as it does back-to-back runs.
+// A Source is read in piece order into piece buffers (one thread at a time,
+// in chunk order, as a pipeline reads it), and a Sink gets each piece's
+// output from its buffer, in chunk order, once every piece before it was
+// delivered: the buffers are the reorder buffer, and a piece is taken only
+// while fewer than `bound` pieces are taken and not yet delivered, so its
+// size is bounded whatever the members' speeds. The buffers are kept from
+// one run to the next.
+// The first error stops every member from taking more pieces (and the
+// Source from being read, the Sink from being fed); the pieces in flight
+// are waited for, and the caller gets that error (a Sink's abort(), never
+// its finish()).
+// Map stages only: each member's run is one piece, so a ChunkFn would see
+// chunk numbers and offsets of its piece, not of the run.
+#pragma once
+
+#include <chunkpipe/errors.hpp>
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/options.hpp>
+#include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
+
+#include <cuda/std/span>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace chunkpipe {
+
+/// How a spread run went: its elements and chunks, and the pieces each
+/// member pipeline (one per Options::devices entry, in that order) ran.
+struct SpreadSummary {
+  std::size_t elems = 0;
+  std::size_t chunks = 0;
+  std::vector<std::size_t> pieces;  // per member
+};
+
+namespace detail {
+
+/// The pieces of one spread run: which is taken next, which are done,
+/// which is delivered next, and the bound on taken-but-undelivered pieces.
+/// Thread-safe; host-only, tested on the CPU.
+class PieceBook {
+ public:
+  /// `limit`: pieces the run has (unknown_length: until ended); `bound`:
+  /// most pieces taken and not yet delivered.
+  PieceBook(std::size_t limit, std::size_t bound) : limit_(limit), bound_(std::max<std::size_t>(bound, 1)) {}
+
+  /// What try_take() found.
+  enum class Take { got, none, full };
+
+  /// The next piece if fewer than `bound` are undelivered (got); none when
+  /// there are no more or the run stopped; full otherwise. Never blocks: a
+  /// thread with pieces of its own in flight must finish those rather
+  /// than wait, since the piece delivery waits for may be one of them.
+  Take try_take(std::size_t& piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopped() || next_ >= limit_) return Take::none;
+    if (next_ - delivered_ >= bound_) return Take::full;
+    piece = next_++;
+    most_ = std::max(most_, next_ - delivered_);
+    return Take::got;
+  }
+
+  /// Blocks until try_take() may find other than full.
+  void wait_room() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    room_.wait(lock, [&] { return stopped() || next_ >= limit_ || next_ - delivered_ < bound_; });
+  }
+
+  /// No piece after `piece` exists (a Source ended within it).
+  void end_after(std::size_t piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    limit_ = std::min(limit_, piece + 1);
+    room_.notify_all();
+  }
+
+  /// Piece `piece` ran. Returns the pieces this thread must now deliver,
+  /// in order: empty if another thread is delivering, or an earlier piece
+  /// is not done. After delivering them (delivered() after each), the
+  /// thread calls handed_back() for any that came done meanwhile.
+  std::vector<std::size_t> done(std::size_t piece) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    done_.push_back(piece);
+    return claim_deliveries();
+  }
+
+  /// The oldest undelivered piece was delivered: its buffers may be reused.
+  void delivered() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++delivered_;
+    room_.notify_all();
+  }
+
+  /// The deliverer finished what it was handed; returns what it must
+  /// deliver next (empty: it is done delivering).
+  std::vector<std::size_t> handed_back() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivering_ = false;
+    return claim_deliveries();
+  }
+
+  /// Stops the run with its first error; later ones are dropped.
+  void stop(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_) error_ = std::move(e);
+    room_.notify_all();
+  }
+  std::exception_ptr error() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return error_;
+  }
+
+  /// The most pieces that were taken and undelivered at once.
+  std::size_t most_undelivered() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return most_;
+  }
+  std::size_t delivered_count() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return delivered_;
+  }
+
+ private:
+  bool stopped() const noexcept { return error_ != nullptr; }
+
+  // Under mutex_: if no thread delivers and the next piece is done, this
+  // thread delivers it and every done piece after it.
+  std::vector<std::size_t> claim_deliveries() {
+    if (delivering_ || stopped()) return {};
+    std::vector<std::size_t> run;
+    for (std::size_t want = delivered_;; ++want) {
+      auto it = std::find(done_.begin(), done_.end(), want);
+      if (it == done_.end()) break;
+      done_.erase(it);
+      run.push_back(want);
+    }
+    delivering_ = !run.empty();
+    return run;
+  }
+
+  mutable std::mutex mutex_;
+  std::condition_variable room_;
+  std::size_t limit_;
+  std::size_t bound_;
+  std::size_t next_ = 0;
+  std::size_t delivered_ = 0;
+  std::size_t most_ = 0;
+  std::vector<std::size_t> done_;  // done, not yet handed to a deliverer
+  bool delivering_ = false;        // a thread holds pieces to deliver
+  std::exception_ptr error_;
+};
+
+template <class T>
+HostSpan<T> slice(const HostSpan<T>& s, std::size_t first, std::size_t count) {
+  return HostSpan<T>{s.data + first, count, s.memory};
+}
+
+/// A piece buffer in host memory, for members on the host backend.
+template <class T>
+struct HostPieceBuffer {
+  static constexpr Memory memory = Memory::pinned;  // to the host backend: copied directly
+  explicit HostPieceBuffer(std::size_t n) : v(n) {}
+  T* data() noexcept { return v.data(); }
+  std::vector<T> v;
+};
+
+/// Spread<Member, Buffer>: see the top of this file. Member is a pipeline
+/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of element-wise
+/// stages; Buffer<T> is a piece buffer: constructible from an element
+/// count, with data() and a static Memory `memory` saying how it is held
+/// (pinned memory for a GPU member).
+template <class M>
+struct member_front;
+template <template <class...> class P, class... S>
+struct member_front<P<S...>> {
+  using type = PipelineFront<S...>;
+};
+
+template <class Member, template <class> class Buffer>
+class Spread {
+  using Front = typename member_front<Member>::type;
+  static_assert(Front::all_elementwise,
+                "chunkpipe: a spread pipeline takes Map stages only: a ChunkFn would see its piece's chunk numbers "
+                "and offsets, not the run's, and reductions, filters and per-chunk records are not spread");
+
+ public:
+  /// Pieces a member may have in flight: two keep its schedule fed across
+  /// the hand-over from one piece to the next.
+  static constexpr std::size_t ahead = 2;
+  /// Whole units a piece holds: long enough that a piece's own start and
+  /// end cost little (64 MiB of float at the default unit: spread_bench
+  /// measured one member's pieces no slower than one run, RESULTS.md),
+  /// short enough that the last pieces balance the members.
+  static constexpr std::size_t piece_units = 8;
+
+  /// One member per entry of options.devices (at least one; an entry may
+  /// repeat: each gets its own slots, streams and host threads), each built
+  /// with that entry as its device and copies of `stages`. Throws
+  /// config_error for bad options, an empty device list, Options::device
+  /// set (the list names the devices), Staging::registered (each member
+  /// would register its own pieces, whose edge pages their neighbours
+  /// share), and what a member's constructor throws.
+  template <class... S>
+  explicit Spread(const Options& options, const S&... stages) : options_(options) {
+    validate_options(options);
+    if (options.devices.empty()) {
+      throw config_error("chunkpipe: a spread pipeline needs Options::devices (one entry per member pipeline)");
+    }
+    if (options.device != -1) {
+      throw config_error("chunkpipe: a spread pipeline takes its devices from Options::devices; leave "
+                         "Options::device at -1 (got " + std::to_string(options.device) + ")");
+    }
+    if (options.staging == Staging::registered) {
+      throw config_error("chunkpipe: a spread pipeline does not take Staging::registered; register the ranges "
+                         "yourself (cudaHostRegister) and mark them pinned, or let it stage");
+    }
+    for (int d : options.devices) {
+      Options o = options;
+      o.devices.clear();
+      o.device = d;
+      members_.push_back(std::make_unique<Member>(o, stages...));
+    }
+  }
+
+  /// The member pipelines, one per Options::devices entry.
+  std::size_t members() const noexcept { return members_.size(); }
+  Member& member(std::size_t i) { return *members_.at(i); }
+  const Options& options() const noexcept { return options_; }
+  /// Elements in a piece: piece_units of the members' unit.
+  std::size_t piece_elems() const { return piece_units * members_.front()->geometry().chunk_elems; }
+
+  /// Runs `in` (ranges, inputs(...) or a Source) through the stages into
+  /// `out` (ranges, outputs(...) or a Sink), spread over the members, and
+  /// returns when every piece is done (a Sink's finish() called). Outputs
+  /// land in place; a Source is read and a Sink fed in chunk order, as by
+  /// one pipeline; the chunk numbers and offsets they see are the run's.
+  /// Blocks; throws config_error for bad ranges (overlaps included) before
+  /// doing anything, pipeline_error for a Source that produced more than
+  /// the outputs hold, and the first error of any member (the others stop
+  /// taking pieces; what they had in flight is waited for; a Sink is
+  /// abort()ed, finish() throwing included). Safe to call from several
+  /// threads: runs take turns.
+  template <class In, class Out>
+  SpreadSummary run(In&& in, Out&& out) {
+    std::lock_guard<std::mutex> one_run(run_mutex_);  // the piece buffers are the spread's
+    auto ins = as_inputs(std::forward<In>(in));
+    auto outs = as_outputs(std::forward<Out>(out));
+    const std::size_t n = validate_run(ins, outs, 1);
+    check_overlaps(ins, outs);
+    const std::size_t piece = piece_elems();
+    const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
+    constexpr bool sourced = is_source<decltype(ins)>::value;
+    constexpr bool sunk = is_sink<decltype(outs)>::value;
+    // Pieces between taking and delivery: what keeps every member fed
+    // while the oldest piece finishes, and no more.
+    const std::size_t bound = sourced || sunk ? members_.size() * (ahead + 1) : limit;
+    Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
+    r.go();
+    return r.summary;
+  }
+
+ private:
+  // Ranges that overlap are refused for the whole run, as one pipeline
+  // refuses them, before any piece runs: the members see only their pieces.
+  template <class InSide, class OutSide>
+  static void check_overlaps(const InSide& ins, const OutSide& outs) {
+    if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
+      auto direct = [](const auto&) { return false; };
+      const Endpoints e = make_endpoints(ins, outs, direct);
+      check_run_ranges(RunRanges(e));
+    }
+  }
+
+  template <class T>
+  struct is_source : ::chunkpipe::detail::is_source<std::decay_t<T>> {};
+  template <class T>
+  struct is_sink : ::chunkpipe::detail::is_sink<std::decay_t<T>> {};
+
+  template <class T>
+  struct first_type;
+  template <class T, class... R>
+  struct first_type<types<T, R...>> {
+    using type = T;
+  };
+
+  // One spread run over its two sides.
+  template <class InSide, class OutSide>
+  struct Run {
+    using in_t = typename first_type<typename side_types<InSide>::type>::type;
+    using out_t = typename first_type<typename side_types<OutSide>::type>::type;
+    static constexpr bool sourced = is_source<InSide>::value;
+    static constexpr bool sunk = is_sink<OutSide>::value;
+
+    Run(Spread& s, InSide& i, OutSide& o, std::size_t n, std::size_t limit, std::size_t bound)
+        : spread(s), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
+          bound(bound), book(limit, bound) {
+      summary.pieces.assign(s.members_.size(), 0);
+      lengths.assign(sourced || sunk ? bound : 0, 0);
+    }
+
+    void go() {
+      std::vector<std::thread> threads;
+      threads.reserve(spread.members_.size());
+      try {
+        for (std::size_t m = 0; m < spread.members_.size(); ++m) threads.emplace_back([this, m] { serve(m); });
+      } catch (...) {
+        book.stop(std::current_exception());  // no thread: the ones started stop too
+      }
+      for (std::thread& t : threads) t.join();
+      if (std::exception_ptr e = book.error()) {
+        abort_sink();
+        std::rethrow_exception(e);
+      }
+      if constexpr (sunk) {
+        if constexpr (has_finish<decltype(outs.fn)>::value) {
+          try {
+            outs.fn.finish();
+          } catch (...) {
+            abort_sink();  // as one pipeline does: finish() throwing is a failed run
+            throw;
+          }
+        }
+      }
+      summary.elems = sourced ? read : n;
+      summary.chunks = (summary.elems + chunk - 1) / chunk;
+    }
+
+    void abort_sink() {
+      if constexpr (sunk) {
+        if constexpr (has_abort<decltype(outs.fn)>::value) {
+          try {
+            outs.fn.abort();
+          } catch (...) {  // the run's own error wins
+          }
+        }
+      }
+    }
+
+    // Member m's thread: takes pieces while it has room, runs each on m.
+    void serve(std::size_t m) {
+      Member& member = *spread.members_[m];
+      std::deque<std::pair<std::size_t, decltype(issue(member, 0))>> flight;
+      auto finish_oldest = [&] {
+        finish(flight.front().first, flight.front().second);
+        flight.pop_front();
+      };
+      try {
+        for (;;) {
+          if (flight.size() == ahead) finish_oldest();
+          std::size_t p = 0;
+          const PieceBook::Take t = take(p);
+          if (t == PieceBook::Take::none) break;
+          if (t == PieceBook::Take::full) {
+            // The reorder buffer is full: free room by finishing this
+            // member's own oldest piece, or wait for other members'.
+            if (!flight.empty()) {
+              finish_oldest();
+            } else {
+              book.wait_room();
+            }
+            continue;
+          }
+          if (length_of(p) == 0) {  // a Source that ended at this piece's start
+            finish_empty(p);
+            continue;
+          }
+          flight.emplace_back(p, issue(member, p));
+          std::lock_guard<std::mutex> lock(summary_mutex);
+          ++summary.pieces[m];
+        }
+        while (!flight.empty()) finish_oldest();
+      } catch (...) {
+        book.stop(std::current_exception());
+        for (auto& [p, ticket] : flight) {
+          try {
+            ticket.wait();
+          } catch (...) {  // the first error is the one the caller gets
+          }
+        }
+      }
+    }
+
+    // Takes the next piece (PieceBook::try_take); for a Source, reads it
+    // (in piece order: the read lock is held from taking to the end of
+    // reading, and never while waiting).
+    PieceBook::Take take(std::size_t& p) {
+      if constexpr (!sourced) {
+        return book.try_take(p);
+      } else {
+        std::lock_guard<std::mutex> reading(read_mutex);
+        if (ended) return PieceBook::Take::none;
+        const PieceBook::Take t = book.try_take(p);
+        if (t != PieceBook::Take::got) return t;
+        in_t* dst = in_buffer(p);
+        std::size_t got = 0;
+        for (std::size_t c = 0; c < spread.piece_units; ++c) {
+          if (book.error()) return PieceBook::Take::none;  // another member failed: read no more
+          const std::size_t k = p * spread.piece_units + c;
+          const std::size_t wrote = ins.fn(k, ::cuda::std::span<in_t>(dst + c * chunk, chunk));
+          if (wrote > chunk) {
+            throw pipeline_error("chunkpipe: a source returned " + std::to_string(wrote) + " elements for a slot of " +
+                                 std::to_string(chunk));
+          }
+          got += wrote;
+          if (wrote < chunk) {
+            ended = true;
+            break;
+          }
+        }
+        if constexpr (!sunk) check_fits(p * piece + got);
+        lengths[p % lengths.size()] = got;
+        read += got;
+        if (ended) book.end_after(p);
+        return PieceBook::Take::got;
+      }
+    }
+
+    // A Source's output ranges must hold what it produced so far, as one
+    // pipeline's must.
+    void check_fits(std::size_t produced) const {
+      std::size_t o = 0;
+      std::apply(
+          [&](const auto&... s) {
+            ((produced > s.size ? throw pipeline_error("chunkpipe: the source produced more than the " +
+                                                       std::to_string(s.size) + " elements output " +
+                                                       std::to_string(o) + " holds")
+                                : void(++o)),
+             ...);
+          },
+          outs.spans);
+    }
+
+    std::size_t length_of(std::size_t p) const {
+      if constexpr (sourced) {
+        return lengths[p % lengths.size()];
+      } else {
+        return std::min(piece, n - p * piece);
+      }
+    }
+
+    // Piece p's buffers (the spread's pool: slot p % bound, which piece
+    // p + bound takes only once p was delivered), made or grown when first
+    // needed.
+    in_t* in_buffer(std::size_t p) { return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t))); }
+    out_t* out_buffer(std::size_t p) {
+      return reinterpret_cast<out_t*>(spread.pool_slot(spread.pool_out_, p % bound, piece * sizeof(out_t)));
+    }
+
+    auto issue(Member& member, std::size_t p) {
+      const std::size_t first = p * piece;
+      const std::size_t len = length_of(p);
+      auto in_side = [&] {
+        if constexpr (sourced) {
+          return inputs(HostSpan<const in_t>{in_buffer(p), len, Buffer<unsigned char>::memory});
+        } else {
+          return std::apply([&](const auto&... s) { return Inputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
+                                                         std::make_tuple(slice(s, first, len)...)}; },
+                            ins.spans);
+        }
+      };
+      auto out_side = [&] {
+        if constexpr (sunk) {
+          return outputs(HostSpan<out_t>{out_buffer(p), len, Buffer<unsigned char>::memory});
+        } else {
+          return std::apply([&](const auto&... s) { return Outputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
+                                                         std::make_tuple(slice(s, first, len)...)}; },
+                            outs.spans);
+        }
+      };
+      return member.run_async(in_side(), out_side());
+    }
+
+    template <class Ticket>
+    void finish(std::size_t p, Ticket& ticket) {
+      ticket.wait();
+      deliver(book.done(p));
+    }
+    void finish_empty(std::size_t p) { deliver(book.done(p)); }
+
+    // Feeds the Sink the pieces this thread was handed, in order, and
+    // then those that came done meanwhile.
+    void deliver(std::vector<std::size_t> pieces) {
+      while (!pieces.empty()) {
+        for (std::size_t p : pieces) {
+          if (book.error()) return;  // a member failed: the Sink gets no more
+          if constexpr (sunk) {
+            const out_t* src = out_buffer(p);
+            const std::size_t len = length_of(p);
+            for (std::size_t off = 0; off < len; off += chunk) {
+              const std::size_t k = p * spread.piece_units + off / chunk;
+              outs.fn(k, p * piece + off, ::cuda::std::span<const out_t>(src + off, std::min(chunk, len - off)));
+            }
+          }
+          book.delivered();
+        }
+        pieces = book.handed_back();
+      }
+    }
+
+    Spread& spread;
+    InSide& ins;
+    OutSide& outs;
+    const std::size_t n;
+    const std::size_t piece;
+    const std::size_t chunk;
+    const std::size_t bound;
+    PieceBook book;
+    std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
+    std::mutex read_mutex, summary_mutex;
+    bool ended = false;    // under read_mutex
+    std::size_t read = 0;  // under read_mutex; read once the threads joined
+    SpreadSummary summary;
+  };
+
+  // Pool slot `i` of at least `bytes`, made or grown now. Thread-safe.
+  using Slot = std::pair<std::size_t, std::unique_ptr<Buffer<unsigned char>>>;  // bytes, buffer
+  unsigned char* pool_slot(std::vector<Slot>& pool, std::size_t i, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (pool.size() <= i) pool.resize(i + 1);
+    Slot& s = pool[i];
+    if (s.first < bytes) {
+      s.second.reset();  // the old one first: pinned memory is scarce
+      s.second = std::make_unique<Buffer<unsigned char>>(bytes);
+      s.first = bytes;
+    }
+    return s.second->data();
+  }
+
+  Options options_;
+  std::vector<std::unique_ptr<Member>> members_;
+  std::mutex run_mutex_, pool_mutex_;
+  std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
+};
+
+}  // namespace detail
+}  // namespace chunkpipe

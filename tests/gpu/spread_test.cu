@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: MIT
+// GPU tests of SpreadPipeline (detail/spread.hpp) on the one GPU a machine
+// may have, listed twice: two members with their own slots and streams
+// write in place what one pipeline writes, bit for bit, from pinned and
+// pageable ranges; a Source is read and a Sink fed in chunk order; an
+// error reaches the caller, abort()s the Sink and leaves the pipeline
+// usable.
+#include <chunkpipe/pipeline.cuh>
+
+#include "catch.hpp"
+#include "thrown.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace chunkpipe;
+using test_support::contains;
+using test_support::thrown_by;
+
+namespace {
+
+struct Chain {
+  int iters = 64;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const {
+    for (int k = 0; k < iters; ++k) x = fmaf(x, 0.999f, 0.0625f);
+    return x;
+  }
+};
+
+float value_at(std::size_t i) { return static_cast<float>((i * 2654435761u) % 8191) / 8191.0f - 0.5f; }
+
+template <class V>
+void poison(V& v) {
+  std::memset(v.data(), 0xFF, v.size() * sizeof(v.data()[0]));  // NaN as float
+}
+
+int current_device() {
+  int d = 0;
+  REQUIRE(cudaGetDevice(&d) == cudaSuccess);
+  return d;
+}
+
+Options spread_options(int device) {
+  Options o;
+  o.chunk_elems = std::size_t{1} << 16;
+  o.policy = Policy::stage_streams;
+  o.depth = 3;
+  o.devices = {device, device};
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("a pipeline spread over the same GPU twice writes what one pipeline writes", "[gpu][spread]") {
+  const int dev = current_device();
+  const Chain f{64};
+  using Spread = SpreadPipeline<Map<Chain>>;
+  Spread spread(spread_options(dev), Map<Chain>{f});
+  REQUIRE(spread.members() == 2);
+  const std::size_t piece = spread.piece_elems();
+  const std::size_t n = 20 * piece + 12345;
+  PinnedArray<float> in(n), out(n), want(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i);
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  poison(want);
+  ChunkedPipeline<Map<Chain>>(plain, Map<Chain>{f}).run(in, want);
+  for (std::size_t i = 0; i < n; i += 4099) REQUIRE(std::fabs(want.data()[i] - f(in.data()[i])) <= 1e-5f);
+
+  poison(out);
+  const SpreadSummary s = spread.run(in, out);
+  REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  CHECK(s.elems == n);
+  REQUIRE(s.pieces.size() == 2);
+  CHECK(s.pieces[0] + s.pieces[1] == 21);
+  INFO("pieces: " << s.pieces[0] << " and " << s.pieces[1]);
+  CHECK(std::min(s.pieces[0], s.pieces[1]) >= 1);
+
+  // Pageable ranges, staged by each member's own host threads.
+  std::vector<float> pin(in.data(), in.data() + n), pout(n);
+  poison(pout);
+  spread.run(pin, pout);
+  REQUIRE(std::memcmp(pout.data(), want.data(), n * sizeof(float)) == 0);
+}
+
+TEST_CASE("a spread pipeline reads a Source and feeds a Sink in chunk order on the GPU", "[gpu][spread]") {
+  const int dev = current_device();
+  const Chain f{16};
+  SpreadPipeline<Map<Chain>> spread(spread_options(dev), Map<Chain>{f});
+  const std::size_t n = 9 * spread.piece_elems() + 777;
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = value_at(i);
+  std::vector<float> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = f(x[i]);  // the host and the GPU agree: same FMAs in order
+
+  std::vector<float> got(n);
+  poison(got);
+  std::size_t next_chunk = 0, next_offset = 0, read = 0;
+  bool misuse = false;
+  int finished = 0, aborted = 0;
+  struct Out {
+    std::size_t* next_chunk;
+    std::size_t* next_offset;
+    bool* misuse;
+    float* got;
+    std::size_t n;
+    int* finished;
+    int* aborted;
+    void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> data) {
+      if (chunk != *next_chunk || offset != *next_offset || offset + data.size() > n) {
+        *misuse = true;
+        return;
+      }
+      std::memcpy(got + offset, data.data(), data.size() * sizeof(float));
+      ++*next_chunk;
+      *next_offset += data.size();
+    }
+    void finish() { ++*finished; }
+    void abort() { ++*aborted; }
+  };
+  auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
+    if (chunk != read) misuse = true;
+    ++read;
+    const std::size_t begin = chunk * slot.size();
+    const std::size_t count = begin < n ? std::min(slot.size(), n - begin) : 0;
+    std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
+    return count;
+  });
+  const SpreadSummary s =
+      spread.run(std::move(src), Sink<float, Out>{Out{&next_chunk, &next_offset, &misuse, got.data(), n, &finished,
+                                                      &aborted}});
+  CHECK_FALSE(misuse);
+  CHECK(finished == 1);
+  CHECK(aborted == 0);
+  CHECK(s.elems == n);
+  CHECK(next_offset == n);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += std::fabs(got[i] - want[i]) <= 1e-5f ? 0 : 1;
+  CHECK(wrong == 0);
+
+  // A Source that fails: the caller gets its error, the Sink is aborted,
+  // and the pipeline runs again.
+  finished = aborted = 0;
+  next_chunk = next_offset = 0;
+  auto failing = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {
+    if (chunk == 30) throw std::runtime_error("source failed on purpose");
+    std::fill(slot.begin(), slot.end(), 0.25f);
+    return slot.size();
+  });
+  const std::string what = thrown_by([&] {
+    spread.run(std::move(failing),
+               Sink<float, Out>{Out{&next_chunk, &next_offset, &misuse, got.data(), n, &finished, &aborted}});
+  });
+  CHECK(contains(what, "source failed on purpose"));
+  CHECK(finished == 0);
+  CHECK(aborted == 1);
+  PinnedArray<float> in(n), out(n);
+  std::memcpy(in.data(), x.data(), n * sizeof(float));
+  poison(out);
+  spread.run(in, out);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(std::fabs(out.data()[i] - want[i]) <= 1e-5f);
+}
+
+TEST_CASE("a spread pipeline refuses devices that do not exist", "[gpu][spread][errors]") {
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  Options o = spread_options(current_device());
+  o.devices = {0, count};
+  CHECK(contains(thrown_by([&] { SpreadPipeline<Map<Chain>> s(o, Map<Chain>{Chain{}}); }), "does not exist"));
+}

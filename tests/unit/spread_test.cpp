@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: MIT
+// Runs spread over several pipelines (detail/spread.hpp) on the host
+// backend's virtual devices: outputs land in place bit for bit as one
+// pipeline writes them, pieces go to whichever member has room, a Source is
+// read and a Sink fed in chunk order with the reorder buffer bounded, and
+// an error on one member reaches the caller, stops the others and finishes
+// nothing.
+#include <chunkpipe/host_backend.hpp>
+
+#include "catch.hpp"
+#include "thrown.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace chunkpipe;
+using test_support::contains;
+using test_support::thrown_by;
+
+namespace {
+
+struct Fma {
+  float a, b;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const { return std::fma(x, a, b); }
+};
+
+struct Saxpy {
+  float a;
+  CHUNKPIPE_HOST_DEVICE float operator()(float x, float y) const { return a * x + y; }
+};
+
+// Fma whose first call, on whichever member runs it, stalls that member
+// for `stall_ms`: a slow device. And it throws on the value `bad`.
+struct Stalling {
+  std::atomic<int>* calls;  // the test's; Map functors are trivially copyable
+  int stall_ms = 0;
+  float bad = -1.0f;
+  float operator()(float x) const {
+    if (calls->fetch_add(1) == 0 && stall_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(stall_ms));
+    if (x == bad) throw std::runtime_error("stage failed on purpose");
+    return std::fma(x, 2.0f, 1.0f);
+  }
+};
+
+float value_at(std::size_t i) { return static_cast<float>(i % 4093) / 4093.0f - 0.5f; }
+
+std::vector<float> values(std::size_t n) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = value_at(i);
+  return v;
+}
+
+constexpr float poison_value = -12345.0f;
+
+Options spread_options(std::vector<int> devices) {
+  Options o;
+  o.chunk_elems = 1000;
+  o.depth = 3;
+  o.devices = std::move(devices);
+  return o;
+}
+
+using Spread1 = HostSpreadPipeline<Map<Fma>>;
+constexpr std::size_t piece_elems = Spread1::piece_units * 1000;
+
+}  // namespace
+
+TEST_CASE("a spread run writes in place what one pipeline writes, over every member", "[spread]") {
+  const Fma f{1.5f, -0.25f};
+  const std::size_t n = 10 * piece_elems + 2345;  // ten pieces and a ragged one
+  const std::vector<float> x = values(n);
+  std::vector<float> want(n, poison_value);
+  HostPipeline<Map<Fma>>(spread_options({}), Map<Fma>{f}).run(x, want);
+  for (std::size_t i = 0; i < n; i += 997) REQUIRE(want[i] == std::fma(x[i], f.a, f.b));
+
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}}) {
+    Spread1 spread(spread_options(devices), Map<Fma>{f});
+    REQUIRE(spread.members() == devices.size());
+    std::vector<float> out(n, poison_value);
+    const SpreadSummary s = spread.run(x, out);
+    INFO(devices.size() << " members");
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    CHECK(s.elems == n);
+    CHECK(s.chunks == (n + 999) / 1000);
+    REQUIRE(s.pieces.size() == devices.size());
+    std::size_t pieces = 0;
+    for (std::size_t p : s.pieces) pieces += p;
+    CHECK(pieces == 11);
+    // The same pipeline runs again, and an empty run is one.
+    std::fill(out.begin(), out.end(), poison_value);
+    spread.run(x, out);
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    const std::vector<float> none;
+    std::vector<float> none_out;
+    CHECK(spread.run(none, none_out).elems == 0);
+  }
+
+  // Several inputs, and slices of larger arrays.
+  HostSpreadPipeline<Map<Saxpy>> saxpy(spread_options({0, 1}), Map<Saxpy>{Saxpy{3.0f}});
+  const std::vector<float> y = values(n + 7);
+  std::vector<float> z(n, poison_value);
+  saxpy.run(inputs(x, host_span(y.data() + 7, n)), outputs(z));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(z[i] == 3.0f * x[i] + y[i + 7]);
+}
+
+TEST_CASE("a spread run hands each piece to the next member with room", "[spread]") {
+  // Member with the first piece stalls half a second; the others take
+  // the rest. Handing pieces out in turn would give each a third.
+  const std::size_t n = 30 * piece_elems;
+  const std::vector<float> x = values(n);
+  std::atomic<int> calls{0};
+  Stalling st{&calls, 500};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{st});
+  std::vector<float> out(n, poison_value);
+  const SpreadSummary s = spread.run(x, out);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == std::fma(x[i], 2.0f, 1.0f));
+  REQUIRE(s.pieces.size() == 3);
+  const std::size_t fewest = *std::min_element(s.pieces.begin(), s.pieces.end());
+  INFO("pieces per member: " << s.pieces[0] << " " << s.pieces[1] << " " << s.pieces[2]);
+  CHECK(s.pieces[0] + s.pieces[1] + s.pieces[2] == 30);
+  CHECK(fewest <= Spread1::ahead);  // the stalled member: what it took before it stalled
+}
+
+TEST_CASE("a spread run reads a Source and feeds a Sink in chunk order, within its reorder bound", "[spread]") {
+  const std::size_t members = 3;
+  // The bound on pieces read and not yet delivered, as the header states it.
+  const std::size_t bound = members * (Spread1::ahead + 1);
+  for (const std::size_t n : {std::size_t{25} * piece_elems + 321, std::size_t{12} * piece_elems}) {
+    INFO("n = " << n);
+    const std::vector<float> x = values(n);
+    std::atomic<int> calls{0};
+    Stalling st{&calls, 300};
+    HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{st});
+
+    std::mutex m;
+    std::size_t read_chunks = 0, delivered_chunks = 0, most_ahead = 0, next_chunk = 0, next_offset = 0;
+    bool misuse = false;
+    int finished = 0, aborted = 0;
+    std::vector<float> got(n, poison_value);
+    struct Out {
+      std::mutex* m;
+      std::size_t* delivered;
+      std::size_t* next_chunk;
+      std::size_t* next_offset;
+      bool* misuse;
+      float* got;
+      std::size_t n;
+      int* finished;
+      int* aborted;
+      void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> data) {
+        std::lock_guard<std::mutex> lock(*m);
+        if (chunk != *next_chunk || offset != *next_offset || offset + data.size() > n) {
+          *misuse = true;
+          return;
+        }
+        std::memcpy(got + offset, data.data(), data.size() * sizeof(float));
+        ++*next_chunk;
+        *next_offset += data.size();
+        ++*delivered;
+      }
+      void finish() { ++*finished; }
+      void abort() { ++*aborted; }
+    };
+    auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
+      std::lock_guard<std::mutex> lock(m);
+      if (chunk != read_chunks) misuse = true;
+      ++read_chunks;
+      most_ahead = std::max(most_ahead, read_chunks - delivered_chunks);
+      const std::size_t begin = chunk * slot.size();
+      const std::size_t count = begin < n ? std::min(slot.size(), n - begin) : 0;
+      std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
+      return count;
+    });
+    const SpreadSummary s = spread.run(
+        std::move(src), Sink<float, Out>{Out{&m, &delivered_chunks, &next_chunk, &next_offset, &misuse, got.data(), n,
+                                              &finished, &aborted}});
+    CHECK_FALSE(misuse);
+    CHECK(finished == 1);
+    CHECK(aborted == 0);
+    CHECK(s.elems == n);
+    CHECK(next_offset == n);
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == std::fma(x[i], 2.0f, 1.0f));
+    INFO("most chunks read ahead of the sink: " << most_ahead);
+    // Bounded: at most `bound` pieces between reading and delivery...
+    CHECK(most_ahead <= bound * Spread1::piece_units);
+    // ...and used: with the first piece stalled, the others read on.
+    CHECK(most_ahead > 2 * Spread1::piece_units);
+  }
+}
+
+TEST_CASE("an error on one member reaches the caller, stops the others and finishes nothing", "[spread][errors]") {
+  const std::size_t n = 40 * piece_elems;
+  std::vector<float> x(n, 0.25f);
+  const std::size_t bad_at = piece_elems + 17;  // in piece 1
+  x[bad_at] = 7.0f;
+  const std::size_t bound = 3 * (Spread1::ahead + 1);
+  std::atomic<int> calls{0};
+  Stalling st{&calls, 0, 7.0f};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{st});
+
+  // Ranges: the stage's own error.
+  std::vector<float> out(n, poison_value);
+  CHECK(contains(thrown_by([&] { spread.run(x, out); }), "stage failed on purpose"));
+
+  // A Source and a Sink: reading stops within the bound past the piece
+  // that failed, which is never delivered; abort(), not finish().
+  std::size_t read = 0, delivered = 0;
+  int finished = 0, aborted = 0;
+  struct Out {
+    std::size_t* delivered;
+    int* finished;
+    int* aborted;
+    void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const float> data) {
+      if (offset + data.size() > piece_elems) ++*delivered;  // past piece 0: must not happen
+    }
+    void finish() { ++*finished; }
+    void abort() { ++*aborted; }
+  };
+  auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
+    ++read;  // one thread at a time
+    const std::size_t begin = chunk * slot.size();
+    const std::size_t count = begin < n ? std::min(slot.size(), n - begin) : 0;
+    std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
+    return count;
+  });
+  const std::string what =
+      thrown_by([&] { spread.run(std::move(src), Sink<float, Out>{Out{&delivered, &finished, &aborted}}); });
+  CHECK(contains(what, "stage failed on purpose"));
+  CHECK(finished == 0);
+  CHECK(aborted == 1);
+  CHECK(delivered == 0);
+  CHECK(read <= (1 + bound) * Spread1::piece_units);  // piece 1 never delivered: no more than the bound past it
+  CHECK(read < n / 1000);
+
+  // A Source's own error too; and the pipeline runs again afterwards.
+  auto failing = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {
+    if (chunk == 20) throw std::runtime_error("source failed on purpose");
+    std::fill(slot.begin(), slot.end(), 0.5f);
+    return slot.size();
+  });
+  CHECK(contains(thrown_by([&] { spread.run(std::move(failing), out); }), "source failed on purpose"));
+  std::fill(x.begin(), x.end(), 0.5f);
+  std::fill(out.begin(), out.end(), poison_value);
+  spread.run(x, out);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(out[i] == 2.0f);
+}
+
+TEST_CASE("device lists are checked", "[spread][errors]") {
+  const Fma f{1.0f, 0.0f};
+  CHECK(contains(thrown_by([&] { Spread1 s(spread_options({}), Map<Fma>{f}); }), "needs Options::devices"));
+  CHECK(contains(thrown_by([&] { Spread1 s(spread_options({0, -2}), Map<Fma>{f}); }), "devices[1]"));
+  CHECK(contains(thrown_by([&] { HostPipeline<Map<Fma>> p(spread_options({0, 1}), Map<Fma>{f}); }),
+                 "HostSpreadPipeline"));
+  Options both = spread_options({3});
+  both.device = 2;
+  CHECK(contains(thrown_by([&] { HostPipeline<Map<Fma>> p(both, Map<Fma>{f}); }), "name different devices"));
+  Options one = spread_options({2});
+  CHECK(HostPipeline<Map<Fma>>(one, Map<Fma>{f}).options().device == 2);
+  CHECK(contains(thrown_by([&] { Spread1 s(spread_options(std::vector<int>(65, 0)), Map<Fma>{f}); }), "at most 64"));
+
+  Options pinned_to = spread_options({0, 1});
+  pinned_to.device = 0;
+  CHECK(contains(thrown_by([&] { Spread1 s(pinned_to, Map<Fma>{f}); }), "leave Options::device at -1"));
+  Options registered = spread_options({0, 1});
+  registered.staging = Staging::registered;
+  CHECK(contains(thrown_by([&] { Spread1 s(registered, Map<Fma>{f}); }), "Staging::registered"));
+
+  // Bad ranges fail before anything runs: short outputs, and ranges that
+  // overlap, however far apart the pieces that would race are.
+  Spread1 spread(spread_options({0, 1}), Map<Fma>{f});
+  const std::size_t n = 30 * piece_elems;
+  const std::vector<float> x(n, 1.0f);
+  std::vector<float> short_out(n - 1, poison_value);
+  CHECK(contains(thrown_by([&] { spread.run(x, short_out); }), "input elements"));
+  CHECK(std::all_of(short_out.begin(), short_out.end(), [](float v) { return v == poison_value; }));
+  std::vector<float> shared(n + 10 * piece_elems, poison_value);
+  const std::string overlap = thrown_by([&] {
+    spread.run(host_span(static_cast<const float*>(shared.data()), n), host_span(shared.data() + 10 * piece_elems, n));
+  });
+  CHECK(contains(overlap, "overlap"));
+  CHECK(std::all_of(shared.begin(), shared.end(), [](float v) { return v == poison_value; }));
+  // In place is fine, as for one pipeline.
+  std::vector<float> inplace(n, 1.0f);
+  spread.run(host_span(static_cast<const float*>(inplace.data()), n), inplace);
+  CHECK(std::all_of(inplace.begin(), inplace.end(), [](float v) { return v == 1.0f; }));  // fma(1, 1, 0)
+
+  // A Source that produces more than the outputs hold.
+  std::vector<float> one_piece(piece_elems, poison_value);
+  auto endless = source<float>([](std::size_t, ::cuda::std::span<float> slot) {
+    std::fill(slot.begin(), slot.end(), 0.5f);
+    return slot.size();
+  });
+  CHECK(contains(thrown_by([&] { spread.run(std::move(endless), one_piece); }), "output 0 holds"));
+}
+
+TEST_CASE("a spread run's Sink is aborted when it or its finish() throws", "[spread][errors]") {
+  const Fma f{1.0f, 0.0f};
+  Spread1 spread(spread_options({0, 1, 2}), Map<Fma>{f});
+  const std::size_t n = 20 * piece_elems;
+  const std::vector<float> x(n, 0.5f);
+  struct Out {
+    int* finished;
+    int* aborted;
+    bool throw_in_fn;
+    bool throw_in_finish;
+    std::size_t* calls;
+    void operator()(std::size_t chunk, std::size_t, ::cuda::std::span<const float>) {
+      ++*calls;
+      if (throw_in_fn && chunk == 20) throw std::runtime_error("sink failed on purpose");
+    }
+    void finish() {
+      ++*finished;
+      if (throw_in_finish) throw std::runtime_error("finish failed on purpose");
+    }
+    void abort() { ++*aborted; }
+  };
+  for (const bool in_fn : {true, false}) {
+    int finished = 0, aborted = 0;
+    std::size_t calls = 0;
+    const std::string what =
+        thrown_by([&] { spread.run(x, Sink<float, Out>{Out{&finished, &aborted, in_fn, !in_fn, &calls}}); });
+    INFO(what);
+    CHECK(contains(what, in_fn ? "sink failed on purpose" : "finish failed on purpose"));
+    CHECK(aborted == 1);
+    CHECK(finished == (in_fn ? 0 : 1));
+    CHECK(calls == (in_fn ? 21u : n / 1000));  // nothing after the chunk that threw
+  }
+}
