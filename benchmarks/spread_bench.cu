@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+//
+// spread_bench: SpreadPipeline (Options::devices) against one pipeline, in
+// one process, over pinned float each way (1 and 4 GiB by default; with
+// --pageable, the same from pageable std::vectors):
+//
+//   plain        ChunkedPipeline, Options{}
+//   spread x1    SpreadPipeline over the current device once: what cutting
+//                a run into pieces costs
+//   same twice   SpreadPipeline over the current device listed twice (each
+//                member its own slots, streams and host threads): issue
+//                13's "within 3% of a plain pipeline"
+//   N GPUs       SpreadPipeline over devices 0..N-1, for every N from 2 to
+//                the devices present (rows say "not present" otherwise)
+//
+// The floor of each size is max(B/h2d, B/d2h, 2B/both) from measure_link on
+// the current device (every GPU's link is measured and printed). Each
+// variant is checked against the closed form first (outputs poisoned), then
+// timed in interleaved rounds on the host clock (run() blocks); ratios are
+// medians of per-round ratios. Prints a table; writes CSV.
+#include <chunkpipe/pipeline.cuh>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hand_loop.hpp"
+#include "probes/probe.hpp"
+
+namespace {
+
+using probe::Fma;
+using bench::ClosedForm;
+
+struct Args {
+  std::vector<std::size_t> gib{1, 4};
+  int rounds = 5;
+  int fmas = 64;
+  bool pageable = false;
+  std::string csv = "spread_bench.csv";
+};
+
+std::vector<std::size_t> parse_list(const char* s) {
+  std::vector<std::size_t> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(std::strtoull(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "spread_bench: %s needs a value\n", s.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (s == "--gib") {
+      a.gib = parse_list(next());
+    } else if (s == "--rounds") {
+      a.rounds = std::atoi(next());
+    } else if (s == "--fmas") {
+      a.fmas = std::atoi(next());
+    } else if (s == "--pageable") {
+      a.pageable = true;
+    } else if (s == "--csv") {
+      a.csv = next();
+    } else {
+      std::fprintf(stderr,
+                   "usage: spread_bench [--gib 1,4] [--rounds 5] [--fmas 64] [--pageable] [--csv FILE]\n");
+      std::exit(s == "--help" || s == "-h" ? 0 : 2);
+    }
+  }
+  if (a.rounds < 1 || a.gib.empty()) {
+    std::fprintf(stderr, "spread_bench: --rounds must be at least 1 and --gib name a size\n");
+    std::exit(2);
+  }
+  return a;
+}
+
+using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma>>;
+using Spread = chunkpipe::SpreadPipeline<chunkpipe::Map<Fma>>;
+
+struct Variant {
+  std::string name;
+  std::function<void()> run;
+  std::vector<double> ms;
+  std::string pieces;  // what the last spread run gave each member
+};
+
+double wall_ms(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double paired(const Variant& a, const Variant& b) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < a.ms.size() && i < b.ms.size(); ++i) r.push_back(a.ms[i] / b.ms[i]);
+  return median(r);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    std::printf("spread_bench: no CUDA device; nothing measured\n");
+    return 0;
+  }
+  int dev = 0;
+  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&dev));
+  std::printf("spread_bench: %d device(s); pinned%s; %d FMAs an element; %d rounds\n", count,
+              args.pageable ? " and pageable" : "", args.fmas, args.rounds);
+  std::vector<chunkpipe::LinkModel> links;
+  for (int d = 0; d < count; ++d) {
+    links.push_back(chunkpipe::measure_link(d));
+    std::printf("  device %d link: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f GB/s\n", d, links[d].h2d_gbps,
+                links[d].d2h_gbps, links[d].both_gbps);
+  }
+  const chunkpipe::LinkModel& link = links[static_cast<std::size_t>(dev)];
+  const Fma f{args.fmas};
+  const ClosedForm closed(args.fmas);
+
+  std::FILE* csv = std::fopen(args.csv.c_str(), "w");
+  if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,pieces\n");
+  std::printf("\n%-5s %-9s %-14s %10s %10s %9s %9s  %s\n", "GiB", "memory", "variant", "median ms", "floor ms",
+              "of floor", "vs plain", "pieces per member");
+
+  bool ok = true;
+  for (const std::size_t gib : args.gib) {
+    const std::size_t n = (gib << 30) / sizeof(float);
+    const double bytes = static_cast<double>(n) * sizeof(float);
+    const double floor_ms = std::max({bytes / (link.h2d_gbps * 1e6), bytes / (link.d2h_gbps * 1e6),
+                                      2 * bytes / (link.both_gbps * 1e6)});
+    for (const bool pageable : {false, true}) {
+      if (pageable && !args.pageable) continue;
+      std::unique_ptr<chunkpipe::PinnedArray<float>> pin_in, pin_out;
+      std::vector<float> pg_in, pg_out;
+      float* in = nullptr;
+      float* out = nullptr;
+      if (pageable) {
+        pg_in.resize(n);
+        pg_out.resize(n);
+        in = pg_in.data();
+        out = pg_out.data();
+      } else {
+        pin_in = std::make_unique<chunkpipe::PinnedArray<float>>(n);
+        pin_out = std::make_unique<chunkpipe::PinnedArray<float>>(n);
+        in = pin_in->data();
+        out = pin_out->data();
+      }
+      for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>((i * 2654435761u) % 8191) / 8191.0f - 0.5f;
+      const chunkpipe::Memory mem = pageable ? chunkpipe::Memory::pageable : chunkpipe::Memory::pinned;
+      auto in_span = chunkpipe::host_span(static_cast<const float*>(in), n, mem);
+      auto out_span = chunkpipe::host_span(out, n, mem);
+
+      Pipe plain(chunkpipe::Options{}, chunkpipe::Map<Fma>{f});
+      std::vector<std::unique_ptr<Spread>> spreads;
+      std::vector<Variant> vs;
+      vs.push_back({"plain", [&] { plain.run(in_span, out_span); }, {}, ""});
+      auto add_spread = [&](const std::string& name, std::vector<int> devices) {
+        chunkpipe::Options o;
+        o.devices = std::move(devices);
+        spreads.push_back(std::make_unique<Spread>(o, chunkpipe::Map<Fma>{f}));
+        Spread* s = spreads.back().get();
+        vs.push_back({name, {}, {}, ""});
+        const std::size_t index = vs.size() - 1;  // vs may grow: refer to it by index
+        vs.back().run = [&vs, s, index, &in_span, &out_span] {
+          const chunkpipe::SpreadSummary sum = s->run(in_span, out_span);
+          std::string p;
+          for (std::size_t k = 0; k < sum.pieces.size(); ++k) p += (k ? "/" : "") + std::to_string(sum.pieces[k]);
+          vs[index].pieces = p;
+        };
+      };
+      add_spread("spread x1", {dev});
+      add_spread("same twice", {dev, dev});
+      for (int k = 2; k <= count; ++k) {
+        std::vector<int> list;
+        for (int d = 0; d < k; ++d) list.push_back(d);
+        add_spread(std::to_string(k) + " GPUs", list);
+      }
+      // Checked first, outputs poisoned.
+      for (Variant& v : vs) {
+        std::memset(out, 0xFF, n * sizeof(float));
+        v.run();
+        std::size_t wrong = 0;
+        for (std::size_t i = 0; i < n; i += 1021) wrong += closed.matches(in[i], out[i]) ? 0 : 1;
+        if (!closed.matches(in[n - 1], out[n - 1])) ++wrong;
+        if (wrong) {
+          std::printf("spread_bench: %s wrote %zu wrong samples\n", v.name.c_str(), wrong);
+          ok = false;
+        }
+      }
+      for (int r = 0; r < args.rounds; ++r) {
+        for (std::size_t i = 0; i < vs.size(); ++i) {
+          Variant& v = vs[(i + static_cast<std::size_t>(r)) % vs.size()];
+          v.ms.push_back(wall_ms(v.run));
+        }
+      }
+      for (const Variant& v : vs) {
+        const double ms = median(v.ms);
+        const double vs_plain = paired(v, vs.front());
+        std::printf("%-5zu %-9s %-14s %10.2f %10.2f %9.3f %9.3f  %s\n", gib, pageable ? "pageable" : "pinned",
+                    v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, v.pieces.c_str());
+        if (csv) {
+          std::fprintf(csv, "%zu,%s,%s,%.4f,%.4f,%.4f,%.4f,%s\n", gib, pageable ? "pageable" : "pinned",
+                       v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, v.pieces.c_str());
+        }
+      }
+      if (count < 2) {
+        std::printf("%-5zu %-9s %-14s %10s  (one device present: the several-GPU rows need nvidia-h200-x2)\n", gib,
+                    pageable ? "pageable" : "pinned", "2 GPUs", "not run");
+      }
+    }
+  }
+  if (csv) std::fclose(csv);
+  std::printf("\nvs plain: median of per-round ratios (spread time / plain time); below 1.03 meets \"within 3%%\".\n");
+  std::printf("spread_bench: %s\n", ok ? "every variant checked" : "WRONG RESULTS");
+  return ok ? 0 : 1;
+}
