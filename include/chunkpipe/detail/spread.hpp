@@ -80,7 +80,6 @@ class PieceBook {
     if (stopped() || next_ >= limit_) return Take::none;
     if (next_ - delivered_ >= bound_) return Take::full;
     piece = next_++;
-    most_ = std::max(most_, next_ - delivered_);
     return Take::got;
   }
 
@@ -133,16 +132,6 @@ class PieceBook {
     return error_;
   }
 
-  /// The most pieces that were taken and undelivered at once.
-  std::size_t most_undelivered() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return most_;
-  }
-  std::size_t delivered_count() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return delivered_;
-  }
-
  private:
   bool stopped() const noexcept { return error_ != nullptr; }
 
@@ -167,7 +156,6 @@ class PieceBook {
   std::size_t bound_;
   std::size_t next_ = 0;
   std::size_t delivered_ = 0;
-  std::size_t most_ = 0;
   std::vector<std::size_t> done_;  // done, not yet handed to a deliverer
   bool delivering_ = false;        // a thread holds pieces to deliver
   std::exception_ptr error_;
@@ -188,8 +176,7 @@ struct HostPieceBuffer {
 };
 
 /// Spread<Member, Buffer>: see the top of this file. Member is a pipeline
-/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of element-wise
-/// stages; Buffer<T> is a piece buffer: constructible from an element
+/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map stages; Buffer<T> is a piece buffer: constructible from an element
 /// count, with data() and a static Memory `memory` saying how it is held
 /// (pinned memory for a GPU member).
 template <class M>
@@ -464,7 +451,9 @@ class Spread {
     // Piece p's buffers (the spread's pool: slot p % bound, which piece
     // p + bound takes only once p was delivered), made or grown when first
     // needed.
-    in_t* in_buffer(std::size_t p) { return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t))); }
+    in_t* in_buffer(std::size_t p) {
+      return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t)));
+    }
     out_t* out_buffer(std::size_t p) {
       return reinterpret_cast<out_t*>(spread.pool_slot(spread.pool_out_, p % bound, piece * sizeof(out_t)));
     }
