@@ -8,6 +8,7 @@
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
+#include "ordered_sink.hpp"
 #include "thrown.hpp"
 
 #include <algorithm>
@@ -19,6 +20,8 @@
 
 using namespace chunkpipe;
 using test_support::contains;
+using test_support::OrderedSink;
+using test_support::SinkLog;
 using test_support::thrown_by;
 
 namespace {
@@ -99,29 +102,9 @@ TEST_CASE("a spread pipeline reads a Source and feeds a Sink in chunk order on t
 
   std::vector<float> got(n);
   poison(got);
-  std::size_t next_chunk = 0, next_offset = 0, read = 0;
+  SinkLog log;
+  std::size_t read = 0;
   bool misuse = false;
-  int finished = 0, aborted = 0;
-  struct Out {
-    std::size_t* next_chunk;
-    std::size_t* next_offset;
-    bool* misuse;
-    float* got;
-    std::size_t n;
-    int* finished;
-    int* aborted;
-    void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> data) {
-      if (chunk != *next_chunk || offset != *next_offset || offset + data.size() > n) {
-        *misuse = true;
-        return;
-      }
-      std::memcpy(got + offset, data.data(), data.size() * sizeof(float));
-      ++*next_chunk;
-      *next_offset += data.size();
-    }
-    void finish() { ++*finished; }
-    void abort() { ++*aborted; }
-  };
   auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
     if (chunk != read) misuse = true;
     ++read;
@@ -130,34 +113,31 @@ TEST_CASE("a spread pipeline reads a Source and feeds a Sink in chunk order on t
     std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
     return count;
   });
-  const SpreadSummary s =
-      spread.run(std::move(src), Sink<float, Out>{Out{&next_chunk, &next_offset, &misuse, got.data(), n, &finished,
-                                                      &aborted}});
+  using Out = Sink<float, OrderedSink<float>>;
+  const SpreadSummary s = spread.run(std::move(src), Out{OrderedSink<float>{&log, got.data(), n}});
   CHECK_FALSE(misuse);
-  CHECK(finished == 1);
-  CHECK(aborted == 0);
+  CHECK_FALSE(log.misuse);
+  CHECK(log.finished == 1);
+  CHECK(log.aborted == 0);
   CHECK(s.elems == n);
-  CHECK(next_offset == n);
+  CHECK(log.next_offset == n);
   std::size_t wrong = 0;
   for (std::size_t i = 0; i < n; ++i) wrong += std::fabs(got[i] - want[i]) <= 1e-5f ? 0 : 1;
   CHECK(wrong == 0);
 
   // A Source that fails: the caller gets its error, the Sink is aborted,
   // and the pipeline runs again.
-  finished = aborted = 0;
-  next_chunk = next_offset = 0;
+  SinkLog failed_log;
   auto failing = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {
     if (chunk == 30) throw std::runtime_error("source failed on purpose");
     std::fill(slot.begin(), slot.end(), 0.25f);
     return slot.size();
   });
-  const std::string what = thrown_by([&] {
-    spread.run(std::move(failing),
-               Sink<float, Out>{Out{&next_chunk, &next_offset, &misuse, got.data(), n, &finished, &aborted}});
-  });
+  const std::string what =
+      thrown_by([&] { spread.run(std::move(failing), Out{OrderedSink<float>{&failed_log, got.data(), n}}); });
   CHECK(contains(what, "source failed on purpose"));
-  CHECK(finished == 0);
-  CHECK(aborted == 1);
+  CHECK(failed_log.finished == 0);
+  CHECK(failed_log.aborted == 1);
   PinnedArray<float> in(n), out(n);
   std::memcpy(in.data(), x.data(), n * sizeof(float));
   poison(out);

@@ -8,6 +8,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "ordered_sink.hpp"
 #include "thrown.hpp"
 
 #include <algorithm>
@@ -24,6 +25,8 @@
 
 using namespace chunkpipe;
 using test_support::contains;
+using test_support::OrderedSink;
+using test_support::SinkLog;
 using test_support::thrown_by;
 
 namespace {
@@ -141,53 +144,28 @@ TEST_CASE("a spread run reads a Source and feeds a Sink in chunk order, within i
     Stalling st{&calls, 300};
     HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{st});
 
-    std::mutex m;
-    std::size_t read_chunks = 0, delivered_chunks = 0, most_ahead = 0, next_chunk = 0, next_offset = 0;
+    SinkLog log;
+    std::size_t read_chunks = 0, most_ahead = 0;
     bool misuse = false;
-    int finished = 0, aborted = 0;
     std::vector<float> got(n, poison_value);
-    struct Out {
-      std::mutex* m;
-      std::size_t* delivered;
-      std::size_t* next_chunk;
-      std::size_t* next_offset;
-      bool* misuse;
-      float* got;
-      std::size_t n;
-      int* finished;
-      int* aborted;
-      void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> data) {
-        std::lock_guard<std::mutex> lock(*m);
-        if (chunk != *next_chunk || offset != *next_offset || offset + data.size() > n) {
-          *misuse = true;
-          return;
-        }
-        std::memcpy(got + offset, data.data(), data.size() * sizeof(float));
-        ++*next_chunk;
-        *next_offset += data.size();
-        ++*delivered;
-      }
-      void finish() { ++*finished; }
-      void abort() { ++*aborted; }
-    };
     auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
-      std::lock_guard<std::mutex> lock(m);
+      std::lock_guard<std::mutex> lock(log.m);
       if (chunk != read_chunks) misuse = true;
       ++read_chunks;
-      most_ahead = std::max(most_ahead, read_chunks - delivered_chunks);
+      most_ahead = std::max(most_ahead, read_chunks - log.delivered);
       const std::size_t begin = chunk * slot.size();
       const std::size_t count = begin < n ? std::min(slot.size(), n - begin) : 0;
       std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
       return count;
     });
-    const SpreadSummary s = spread.run(
-        std::move(src), Sink<float, Out>{Out{&m, &delivered_chunks, &next_chunk, &next_offset, &misuse, got.data(), n,
-                                              &finished, &aborted}});
+    const SpreadSummary s =
+        spread.run(std::move(src), Sink<float, OrderedSink<float>>{OrderedSink<float>{&log, got.data(), n}});
     CHECK_FALSE(misuse);
-    CHECK(finished == 1);
-    CHECK(aborted == 0);
+    CHECK_FALSE(log.misuse);
+    CHECK(log.finished == 1);
+    CHECK(log.aborted == 0);
     CHECK(s.elems == n);
-    CHECK(next_offset == n);
+    CHECK(log.next_offset == n);
     for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == std::fma(x[i], 2.0f, 1.0f));
     INFO("most chunks read ahead of the sink: " << most_ahead);
     // Bounded: at most `bound` pieces between reading and delivery...
