@@ -17,8 +17,14 @@
 // the current device (every GPU's link is measured and printed). Each
 // variant is checked against the closed form first (outputs poisoned), then
 // timed in interleaved rounds on the host clock (run() blocks); ratios are
-// medians of per-round ratios. Prints a table; writes CSV.
+// medians of per-round ratios. "predicted" is simulate_spread's figure
+// for the variants whose members have links of their own (spread x1 and N
+// GPUs: one H200 machine per member with that GPU's measured link, the
+// kernel's time left out, which at the default 64 FMAs is far under the
+// copies'; pageable rows add the host's memcpy bound, --host-gbps, default
+// 50 GB/s for both directions together, DEVICE.md). Prints a table; writes CSV.
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/simulate.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -43,6 +49,7 @@ struct Args {
   int rounds = 5;
   int fmas = 64;
   bool pageable = false;
+  double host_gbps = 50.0;  // the host's memcpy, both directions together (DEVICE.md, 2026-12-01)
   std::string csv = "spread_bench.csv";
 };
 
@@ -76,16 +83,18 @@ Args parse(int argc, char** argv) {
       a.fmas = std::atoi(next());
     } else if (s == "--pageable") {
       a.pageable = true;
+    } else if (s == "--host-gbps") {
+      a.host_gbps = std::atof(next());
     } else if (s == "--csv") {
       a.csv = next();
     } else {
       std::fprintf(stderr,
-                   "usage: spread_bench [--gib 1,4] [--rounds 5] [--fmas 64] [--pageable] [--csv FILE]\n");
+                   "usage: spread_bench [--gib 1,4] [--rounds 5] [--fmas 64] [--pageable] [--host-gbps 50] [--csv FILE]\n");
       std::exit(s == "--help" || s == "-h" ? 0 : 2);
     }
   }
-  if (a.rounds < 1 || a.gib.empty()) {
-    std::fprintf(stderr, "spread_bench: --rounds must be at least 1 and --gib name a size\n");
+  if (a.rounds < 1 || a.gib.empty() || !(a.host_gbps > 0)) {
+    std::fprintf(stderr, "spread_bench: --rounds must be at least 1, --gib name a size and --host-gbps be above 0\n");
     std::exit(2);
   }
   return a;
@@ -99,6 +108,7 @@ struct Variant {
   std::function<void()> run;
   std::vector<double> ms;
   std::string pieces;  // what the last spread run gave each member
+  double predicted = -1;  // simulate_spread's ms; -1: not modelled (members share a link)
 };
 
 double wall_ms(const std::function<void()>& f) {
@@ -142,9 +152,9 @@ int main(int argc, char** argv) {
   const ClosedForm closed(args.fmas);
 
   std::FILE* csv = std::fopen(args.csv.c_str(), "w");
-  if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,pieces\n");
-  std::printf("\n%-5s %-9s %-14s %10s %10s %9s %9s  %s\n", "GiB", "memory", "variant", "median ms", "floor ms",
-              "of floor", "vs plain", "pieces per member");
+  if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,predicted_ms,pieces\n");
+  std::printf("\n%-5s %-9s %-14s %10s %10s %9s %9s %10s  %s\n", "GiB", "memory", "variant", "median ms", "floor ms",
+              "of floor", "vs plain", "predicted", "pieces per member");
 
   bool ok = true;
   for (const std::size_t gib : args.gib) {
@@ -180,10 +190,24 @@ int main(int argc, char** argv) {
       vs.push_back({"plain", [&] { plain.run(in_span, out_span); }, {}, ""});
       auto add_spread = [&](const std::string& name, std::vector<int> devices) {
         chunkpipe::Options o;
-        o.devices = std::move(devices);
+        o.devices = devices;
         spreads.push_back(std::make_unique<Spread>(o, chunkpipe::Map<Fma>{f}));
         Spread* s = spreads.back().get();
         vs.push_back({name, {}, {}, ""});
+        std::vector<int> sorted = devices;
+        std::sort(sorted.begin(), sorted.end());
+        if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+          std::vector<chunkpipe::Machine> machines;
+          for (int d : devices) {
+            machines.push_back(chunkpipe::machines::h200_pcie5());
+            machines.back().link = links[static_cast<std::size_t>(d)];
+          }
+          const chunkpipe::Geometry& g = s->member(0).geometry();
+          const chunkpipe::Workload w = chunkpipe::map_workload(n, g.chunk_elems, 0.0);
+          vs.back().predicted = chunkpipe::simulate_spread(g.policy, g.depth, w, machines, s->piece_elems(),
+                                                           pageable ? 8.0 : 0.0, args.host_gbps)
+                                    .makespan_ms;
+        }
         const std::size_t index = vs.size() - 1;  // vs may grow: refer to it by index
         vs.back().run = [&vs, s, index, &in_span, &out_span] {
           const chunkpipe::SpreadSummary sum = s->run(in_span, out_span);
@@ -220,11 +244,13 @@ int main(int argc, char** argv) {
       for (const Variant& v : vs) {
         const double ms = median(v.ms);
         const double vs_plain = paired(v, vs.front());
-        std::printf("%-5zu %-9s %-14s %10.2f %10.2f %9.3f %9.3f  %s\n", gib, pageable ? "pageable" : "pinned",
-                    v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, v.pieces.c_str());
+        char predicted[32] = "";
+        if (v.predicted >= 0) std::snprintf(predicted, sizeof predicted, "%.2f", v.predicted);
+        std::printf("%-5zu %-9s %-14s %10.2f %10.2f %9.3f %9.3f %10s  %s\n", gib, pageable ? "pageable" : "pinned",
+                    v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, predicted, v.pieces.c_str());
         if (csv) {
-          std::fprintf(csv, "%zu,%s,%s,%.4f,%.4f,%.4f,%.4f,%s\n", gib, pageable ? "pageable" : "pinned",
-                       v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, v.pieces.c_str());
+          std::fprintf(csv, "%zu,%s,%s,%.4f,%.4f,%.4f,%.4f,%s,%s\n", gib, pageable ? "pageable" : "pinned",
+                       v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, predicted, v.pieces.c_str());
         }
       }
       if (count < 2) {

@@ -115,6 +115,38 @@ Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
 /// make_plan() and simulate() throw.
 Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine);
 
+/// What spreading one run over several devices (SpreadPipeline) is
+/// predicted to do: simulate_spread().
+struct SpreadPrediction {
+  double makespan_ms = 0.0;          ///< the whole run
+  double device_ms = 0.0;            ///< the members' part: the last piece's end
+  double host_ms = 0.0;              ///< the host's memcpy share (staging): 0 for pinned runs
+  bool host_bound = false;           ///< host_ms, not the devices, set the makespan
+  std::vector<std::size_t> pieces;   ///< pieces each member took, in member order
+  std::vector<double> busy_ms;       ///< when each member's last piece ends (0: took none)
+};
+
+/// Predicts a run of `work` (all of it: work.elems) spread over one member
+/// pipeline per entry of `members` (each that device's machine), each
+/// scheduling `policy`/`depth` over chunks of work.chunk_elems, the run cut
+/// into pieces of `piece_elems` (a multiple of work.chunk_elems; the last
+/// may be short) handed out in order to whichever member is free first,
+/// ties to the lower index, as members take pieces when they have room. A
+/// member's first piece costs what one run of it does; each later one the
+/// time one more run adds behind a full piece (simulated as two runs in a
+/// row), since a member overlaps its pieces as a pipeline overlaps
+/// back-to-back runs. Members are independent machines: each has its own
+/// link (one device listed twice shares one, which this does not model).
+/// Staging: `staged_bytes_per_elem` host bytes per element go through the
+/// host's memory copies (0: pinned ranges), at `host_memcpy_gbps` in total
+/// for all members together, which bounds the run from below. Never
+/// blocks; deterministic. Throws config_error for no members, a piece that
+/// is not a whole number of chunks, a run of 0 elements, staging without a
+/// host rate, and what simulate() throws.
+SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work, const std::vector<Machine>& members,
+                                 std::size_t piece_elems, double staged_bytes_per_elem = 0.0,
+                                 double host_memcpy_gbps = 0.0);
+
 /// A workload of one element-wise stage: `elems` elements, cut into chunks
 /// of `chunk_elems` (the last may be short), whose kernel takes `kernel_ms`
 /// over all `elems` (a "kernel only" pass over the whole array, as timed on

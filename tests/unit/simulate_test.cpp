@@ -439,3 +439,88 @@ TEST_CASE("host issue: small chunks are paced by the host, large ones by the lin
   m.host_issue_us = 3.0;
   CHECK(near(predict(1 << 21), unpaced, 0.01 * unpaced));
 }
+
+// -- Spread runs (simulate_spread: one machine per member) --------------------
+
+namespace {
+
+/// 4 GiB of float each way through a cheap kernel, in the default 8 MiB units.
+Workload spread_work() {
+  return map_workload(std::size_t{1} << 30, std::size_t{1} << 21, 4.0);
+}
+
+}  // namespace
+
+TEST_CASE("two devices of their own links take turns evenly and nearly halve a long run", "[simulate][spread]") {
+  const Workload w = spread_work();
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine h = machines::h200_pcie5();
+  const SpreadPrediction one = simulate_spread(Policy::stage_streams, 3, w, {h}, piece);
+  const SpreadPrediction two = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece);
+  REQUIRE(one.pieces == std::vector<std::size_t>{64});
+  // One member: its pieces in a row cost about what one run of the whole does.
+  const double whole = makespan_ms(simulate(Policy::stage_streams, 3, w, h));
+  CHECK(std::fabs(one.makespan_ms / whole - 1.0) < 0.02);
+  CHECK(two.pieces == std::vector<std::size_t>{32, 32});
+  CHECK(one.makespan_ms / two.makespan_ms > 1.9);
+  CHECK(one.makespan_ms / two.makespan_ms <= 2.0);
+  CHECK_FALSE(two.host_bound);
+  CHECK(two.host_ms == 0.0);
+  CHECK(near(two.makespan_ms, std::max(two.busy_ms[0], two.busy_ms[1])));
+}
+
+TEST_CASE("a device on a slower link takes fewer pieces and holds no one back", "[simulate][spread]") {
+  const Workload w = spread_work();
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine fast = machines::h200_pcie5();
+  Machine slow = fast;
+  slow.link.h2d_gbps /= 2;
+  slow.link.d2h_gbps /= 2;
+  slow.link.both_gbps /= 2;
+  const SpreadPrediction p = simulate_spread(Policy::stage_streams, 3, w, {slow, fast}, piece);
+  REQUIRE(p.pieces.size() == 2);
+  CHECK(p.pieces[0] + p.pieces[1] == 64);
+  // Half the rate: about a third of the pieces (a fixed split by turns would give half).
+  CHECK(p.pieces[0] >= 18);
+  CHECK(p.pieces[0] <= 24);
+  const SpreadPrediction fast_alone = simulate_spread(Policy::stage_streams, 3, w, {fast}, piece);
+  CHECK(p.makespan_ms < fast_alone.makespan_ms * 0.72);  // ideal: 2/3 of it
+  // Neither ends long after the other: the last piece is what separates them.
+  CHECK(std::fabs(p.busy_ms[0] - p.busy_ms[1]) < 2 * fast_alone.makespan_ms / 64);
+}
+
+TEST_CASE("staged spread runs are bound by the host's memory copies, shared by all members", "[simulate][spread]") {
+  const Workload w = spread_work();
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine h = machines::h200_pcie5();
+  // Pageable both ways: 8 bytes an element through the host's memcpy at 50 GB/s.
+  const SpreadPrediction p = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, 8.0, 50.0);
+  CHECK(p.host_bound);
+  CHECK(near(p.host_ms, static_cast<double>(w.elems) * 8.0 / 50e6));
+  CHECK(near(p.makespan_ms, p.host_ms));
+  CHECK(p.device_ms < p.host_ms);
+  // A fast enough host leaves the devices as the bound.
+  const SpreadPrediction q = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, 8.0, 1000.0);
+  CHECK_FALSE(q.host_bound);
+  CHECK(near(q.makespan_ms, q.device_ms));
+}
+
+TEST_CASE("a ragged last piece costs less, and bad spread inputs are refused", "[simulate][spread][errors]") {
+  Workload w = spread_work();
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine h = machines::h200_pcie5();
+  const SpreadPrediction full = simulate_spread(Policy::stage_streams, 3, w, {h}, piece);
+  w.elems += w.chunk_elems / 2;  // half a chunk more: one more, short, piece
+  const SpreadPrediction ragged = simulate_spread(Policy::stage_streams, 3, w, {h}, piece);
+  CHECK(ragged.pieces == std::vector<std::size_t>{65});
+  CHECK(ragged.makespan_ms > full.makespan_ms);
+  CHECK(ragged.makespan_ms - full.makespan_ms < (full.makespan_ms / 64) / 4);
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {}, piece), config_error);
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h}, piece + 1), config_error);
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h}, 0), config_error);
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h}, piece, 8.0), config_error);
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h}, piece, -1.0, 50.0), config_error);
+  Workload none = w;
+  none.elems = 0;
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, none, {h}, piece), config_error);
+}

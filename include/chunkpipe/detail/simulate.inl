@@ -380,6 +380,71 @@ inline Report simulate(Policy policy, int depth, const Workload& work, const Mac
   return simulate(make_plan(r.policy, r.depth, shape, chunks), work, machine);
 }
 
+inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
+                                        const std::vector<Machine>& members, std::size_t piece_elems,
+                                        double staged_bytes_per_elem, double host_memcpy_gbps) {
+  if (members.empty()) throw config_error("chunkpipe: simulate_spread: needs at least one member machine");
+  if (work.elems == 0) throw config_error("chunkpipe: simulate_spread: the run needs at least 1 element (got 0)");
+  if (work.chunk_elems == 0) throw config_error("chunkpipe: simulate_spread: chunk_elems must be at least 1 (got 0)");
+  if (piece_elems == 0 || piece_elems % work.chunk_elems != 0) {
+    throw config_error("chunkpipe: simulate_spread: a piece must be a whole number of chunks (piece_elems " +
+                       std::to_string(piece_elems) + ", chunk_elems " + std::to_string(work.chunk_elems) + ")");
+  }
+  detail::require_figure(staged_bytes_per_elem, "staged_bytes_per_elem", false);
+  detail::require_figure(host_memcpy_gbps, "host_memcpy_gbps", false);
+  if (staged_bytes_per_elem > 0.0 && host_memcpy_gbps <= 0.0) {
+    throw config_error("chunkpipe: simulate_spread: a staged run needs the host's memcpy rate (host_memcpy_gbps)");
+  }
+  const Resolved r = resolve(policy, depth);
+  PlanShape shape;
+  shape.stages = static_cast<int>(work.stage_ns_per_elem.size());
+  struct Costs {
+    double first_full, next_full, first_tail, next_tail;
+  };
+  const std::size_t pieces = (work.elems + piece_elems - 1) / piece_elems;
+  const std::size_t tail = work.elems - (pieces - 1) * piece_elems;
+  // Per member: what a run of a piece costs alone, and behind a full piece
+  // (the plan of those runs in a row, as the member issues them).
+  std::vector<Costs> costs;
+  for (const Machine& m : members) {
+    auto span = [&](const std::vector<std::size_t>& runs) {
+      std::vector<RunSpec> specs;
+      Workload w = work;
+      w.elems = 0;
+      for (std::size_t e : runs) {
+        RunSpec s;
+        s.chunks = (e + work.chunk_elems - 1) / work.chunk_elems;
+        s.elems = e;
+        specs.push_back(s);
+        w.elems += e;
+      }
+      return makespan_ms(simulate(make_plan(r.policy, r.depth, shape, specs), w, m));
+    };
+    const double one = span({piece_elems});
+    costs.push_back({one, span({piece_elems, piece_elems}) - one, span({tail}), span({piece_elems, tail}) - one});
+  }
+  SpreadPrediction p;
+  p.pieces.assign(members.size(), 0);
+  p.busy_ms.assign(members.size(), 0.0);
+  for (std::size_t k = 0; k < pieces; ++k) {
+    std::size_t m = 0;
+    for (std::size_t i = 1; i < members.size(); ++i) {
+      if (p.busy_ms[i] < p.busy_ms[m]) m = i;
+    }
+    const bool last = k + 1 == pieces;
+    const Costs& c = costs[m];
+    p.busy_ms[m] += p.pieces[m] == 0 ? (last ? c.first_tail : c.first_full) : (last ? c.next_tail : c.next_full);
+    ++p.pieces[m];
+  }
+  for (double b : p.busy_ms) p.device_ms = std::max(p.device_ms, b);
+  p.host_ms = staged_bytes_per_elem > 0.0
+                  ? static_cast<double>(work.elems) * staged_bytes_per_elem / (host_memcpy_gbps * 1e6)
+                  : 0.0;
+  p.host_bound = p.host_ms > p.device_ms;
+  p.makespan_ms = std::max(p.device_ms, p.host_ms);
+  return p;
+}
+
 inline Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_ms,
                              std::size_t in_bytes_per_elem, std::size_t out_bytes_per_elem) {
   if (elems == 0) throw config_error("chunkpipe: map_workload: elems must be at least 1 (got 0)");
