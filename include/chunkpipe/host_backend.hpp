@@ -330,11 +330,22 @@ class HostPipeline {
     }
   }
 
+  friend struct detail::RunAccess;
+
+  // A run whose stages' contexts number its chunks from `label`
+  // (detail::RunLabel; a spread run's piece). Internal: detail::RunAccess.
+  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
+  HostTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
+    return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), HostAfter{},
+                 nullptr, nullptr, label);
+  }
+
   // Issues a run over its two sides; `keep` is storage the outputs point
-  // into that the run owns (a folding run's records).
+  // into that the run owns (a folding run's records); `label`, what its
+  // stages' contexts number chunk 0.
   template <class InSide, class OutSide>
   HostTicket start(InSide ins, OutSide outs, const HostAfter& order, std::shared_ptr<void> keep,
-                   std::shared_ptr<detail::Packed> packed = nullptr) {
+                   std::shared_ptr<detail::Packed> packed = nullptr, const detail::RunLabel& label = {}) {
     using in_types = typename detail::side_types<InSide>::type;
     using out_types = typename detail::side_types<OutSide>::type;
     static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
@@ -363,6 +374,7 @@ class HostPipeline {
 
     auto run = std::make_shared<detail::HostRun>();
     run->ends = ends;
+    run->label = label;
     run->completion.set_hooks(ends->finish, ends->abort);
     HostTicket ticket(run, engine_);
     if (n == 0) {  // nothing to move; wait() still finishes a Sink
@@ -440,7 +452,8 @@ class HostPipeline {
 
 /// Runs spread over virtual devices: one HostPipeline per entry of
 /// Options::devices (the ordinals are labels), each with its own schedule
-/// and slots, taking pieces of a run as it has room (detail/spread.hpp).
+/// and slots, taking pieces of a run as it has room (detail/spread.hpp);
+/// Map and ChunkFn stages, a ChunkFn seeing the run's chunk numbers.
 /// How CI tests the spreading's order, bounds and failures. Construct with
 /// Options and the stages; run(in, out) blocks and returns a SpreadSummary.
 template <class... Stages>

@@ -197,7 +197,8 @@ class ChunkedPipeline {
   /// so the decision applies from a later run on; until then runs use
   /// geometry().kernel_lanes, as do runs the automatic executor gives a
   /// graph. Every 128 whole chunks after a decision (1 GiB of float at the
-  /// default unit) it times five chunks again and decides again; that
+  /// default unit) it times five chunks again and decides again (after
+  /// issuing a run, so that deciding does not delay one's first op); that
   /// decision replaces this one only if a stage's time or a copy rate moved
   /// by more than 10% from what was timed on the same lanes, or, with none
   /// such, if it chooses other lanes: work that changes is followed, and
@@ -251,6 +252,15 @@ class ChunkedPipeline {
   Report report() const { return runner_->report(); }
 
  private:
+  friend struct detail::RunAccess;
+
+  // A run whose stages' contexts number its chunks from `label`
+  // (detail::RunLabel; a spread run's piece). Internal: detail::RunAccess.
+  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
+  RunTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
+    return runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}, label);
+  }
+
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };
 
@@ -298,9 +308,11 @@ struct PinnedPieceBuffer {
 /// own slots, streams and host threads), each taking the next piece of the
 /// run (8 units) when it has room, so a slower link or a busier GPU takes
 /// fewer (detail/spread.hpp). Outputs land in place; a Source is read and a
-/// Sink fed in chunk order. Map stages only (a ChunkFn would see its
-/// piece's chunk numbers and offsets; reductions and filters are not
-/// spread); each member has its own copy of the stages.
+/// Sink fed in chunk order. Map and ChunkFn stages (a ChunkFn's context
+/// gives the run's chunk numbers, offsets and counts, as with one
+/// pipeline; reductions, filters, per-chunk records and Emit are not
+/// spread); each member has its own copy of the stages, called on its
+/// own thread.
 ///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
 ///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
 /// Construction throws config_error for an empty or bad device list,

@@ -8,6 +8,7 @@
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/detail/completion.hpp>
+#include <chunkpipe/detail/driver.hpp>  // RunLabel
 #include <chunkpipe/detail/slots.hpp>
 
 #include <cuda/stream_ref>
@@ -116,6 +117,7 @@ struct RunState {
   std::shared_ptr<const Endpoints> ends;  ///< what its ops read and write
   std::vector<Event> gates;               ///< device work the run starts after (after(...))
   std::vector<std::shared_ptr<RunState>> after_runs;  ///< runs it starts after, kept alive for their tails
+  RunLabel label;  ///< what its stages' contexts number chunk 0 (a spread piece's; driver.hpp)
 
   // Written by the issuing thread before `issued` is set, read after it.
   std::vector<Event> tails;  ///< recorded after the run's last ops: its completion on the device

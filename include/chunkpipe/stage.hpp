@@ -219,8 +219,8 @@ template <class... I, class... O>
 struct ChunkContext<types<I...>, types<O...>> {
   std::tuple<::cuda::std::span<I>...> inputs;   ///< count elements each
   std::tuple<::cuda::std::span<O>...> outputs;  ///< count elements each; aliases inputs when in place
-  std::size_t chunk = 0;   ///< index of the chunk in the run
-  std::size_t offset = 0;  ///< index of its first element in the run
+  std::size_t chunk = 0;   ///< index of the chunk in the run (a spread pipeline's: the whole run's)
+  std::size_t offset = 0;  ///< index of its first element in the run (likewise)
   std::size_t count = 0;   ///< its elements (the last chunk may be short)
   ::cuda::stream_ref stream{};  ///< where to launch (CUDA backend)
   Backend backend = Backend::cuda;

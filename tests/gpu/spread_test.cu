@@ -14,8 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace chunkpipe;
@@ -56,7 +58,114 @@ Options spread_options(int device) {
   return o;
 }
 
+// out[i] = in[i] + offset + i + 1000 * chunk: what a chunk's context says
+// shows in every element.
+__global__ void label_elements(const float* in, double* out, std::size_t n, std::size_t offset, std::size_t chunk) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<double>(in[i]) + static_cast<double>(offset + i) + 1000.0 * static_cast<double>(chunk);
+}
+
+// Every (chunk, offset, count) a ChunkFn's context gave it.
+struct ContextLog {
+  std::mutex m;
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> seen;
+  bool misuse = false;
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> sorted() {
+    std::lock_guard<std::mutex> lock(m);
+    auto v = seen;
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+};
+
+// A CUDA ChunkFn launching label_elements on ctx.stream, logging its context.
+struct Labeller {
+  ContextLog* log;
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    {
+      std::lock_guard<std::mutex> lock(log->m);
+      log->seen.emplace_back(ctx.chunk, ctx.offset, ctx.count);
+      if (ctx.backend != Backend::cuda) log->misuse = true;
+    }
+    if (ctx.count == 0) return;
+    const unsigned blocks = static_cast<unsigned>((ctx.count + 255) / 256);
+    label_elements<<<blocks, 256, 0, ctx.stream.get()>>>(ctx.template in<0>().data(), ctx.template out<0>().data(),
+                                                          ctx.count, ctx.offset, ctx.chunk);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("a ChunkFn spread over the same GPU twice sees the run's chunk numbers and offsets", "[gpu][spread]") {
+  const int dev = current_device();
+  const Chain f{16};
+  for (const Executor executor : {Executor::automatic, Executor::graphs}) {
+    INFO("executor " << (executor == Executor::graphs ? "graphs" : "automatic"));
+    Options o = spread_options(dev);
+    o.executor = executor;
+    ContextLog log, plain_log;
+    SpreadPipeline<Map<Chain>, ChunkFn<Labeller, double>> spread(o, Map<Chain>{f},
+                                                                  ChunkFn<Labeller, double>{Labeller{&log}});
+    const std::size_t piece = spread.piece_elems();
+    REQUIRE(piece == SpreadPipeline<Map<Chain>>::piece_units * o.chunk_elems);  // a ChunkFn keeps the window
+    const std::size_t n = 12 * piece + 12345;  // a ragged last piece, its last chunk short
+    PinnedArray<float> in(n);
+    PinnedArray<double> out(n), want(n);
+    for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i);
+    Options plain = o;
+    plain.devices.clear();
+    poison(want);
+    ChunkedPipeline<Map<Chain>, ChunkFn<Labeller, double>>(plain, Map<Chain>{f},
+                                                           ChunkFn<Labeller, double>{Labeller{&plain_log}})
+        .run(in, want);
+    const std::size_t chunk = o.chunk_elems;
+    for (std::size_t i = 0; i < n; i += 4099) {
+      REQUIRE(std::fabs(want.data()[i] - static_cast<double>(f(in.data()[i])) - static_cast<double>(i) -
+                        1000.0 * static_cast<double>(i / chunk)) <= 1e-5);
+    }
+    const auto plain_seen = plain_log.sorted();
+    REQUIRE(plain_seen.size() == (n + chunk - 1) / chunk);
+
+    for (int round = 0; round < 3; ++round) {  // graphs: a repeated length would replay
+      INFO("round " << round);
+      {
+        std::lock_guard<std::mutex> lock(log.m);
+        log.seen.clear();
+      }
+      poison(out);
+      const SpreadSummary s = spread.run(in, out);
+      CHECK(s.pieces[0] + s.pieces[1] == 13);
+      REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(double)) == 0);
+      CHECK_FALSE(log.misuse);
+      auto seen = log.sorted();
+      auto expect = plain_seen;
+      if (executor == Executor::graphs && round > 0) {
+        // Piece 0 (label 0) may be a graph's replay, which calls no
+        // ChunkFn; every other piece is labelled and goes on streams.
+        auto early = [](const auto& t) { return std::get<0>(t) < SpreadPipeline<Map<Chain>>::piece_units; };
+        seen.erase(std::remove_if(seen.begin(), seen.end(), early), seen.end());
+        expect.erase(std::remove_if(expect.begin(), expect.end(), early), expect.end());
+      }
+      REQUIRE(seen == expect);
+    }
+    if (executor == Executor::graphs) {
+      // The labelled pieces said why they ran on streams.
+      std::size_t on_streams = 0;
+      for (std::size_t m = 0; m < spread.members(); ++m) on_streams += spread.member(m).graph_stats().on_streams;
+      CHECK(on_streams >= 3 * 12);
+      CHECK(contains(spread.member(0).graph_stats().last_note + spread.member(1).graph_stats().last_note,
+                     "spread run's piece"));
+    }
+
+    // Pageable ranges, staged by each member's host threads.
+    std::vector<float> pin(in.data(), in.data() + n);
+    std::vector<double> pout(n);
+    poison(pout);
+    spread.run(pin, pout);
+    REQUIRE(std::memcmp(pout.data(), want.data(), n * sizeof(double)) == 0);
+  }
+}
 
 TEST_CASE("a pipeline spread over the same GPU twice writes what one pipeline writes", "[gpu][spread]") {
   const int dev = current_device();

@@ -80,7 +80,9 @@ TEST_CASE("after a decision a calibration checks again, and keeps the decision u
   CalibrationState s(1, unit);
   issue(s, 0, 5);
   REQUIRE(s.due(false));
+  CHECK_FALSE(s.decided());  // the pipeline decides before its next run while this is false
   REQUIRE(s.conclude(made_from(0.15, 50.0)));  // the first decision always stands
+  CHECK(s.decided());  // from now on checks are decided after a run was issued
   CHECK_FALSE(s.due(true));
   // Nothing is timed until recheck_chunks whole chunks later; ragged ones do not count.
   std::size_t c = 5;
@@ -122,6 +124,7 @@ TEST_CASE("a calibration that failed asks for nothing again", "[calibrate][error
   issue(s, 0, 2);
   s.fail();
   CHECK(s.failed());
+  CHECK_FALSE(s.decided());
   CHECK_FALSE(s.due(true));
   CHECK(issue(s, 2, CalibrationState::recheck_chunks + 10) == 0);
   // A timed op that failed: even with a decision in force, no check comes
@@ -133,6 +136,7 @@ TEST_CASE("a calibration that failed asks for nothing again", "[calibrate][error
   REQUIRE(b.due(false));
   b.broken();
   CHECK(b.failed());
+  CHECK(b.decided());  // the decision in force stays
   CHECK(issue(b, 200, CalibrationState::recheck_chunks + 10) == 0);
 }
 

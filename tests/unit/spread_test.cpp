@@ -21,6 +21,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 using namespace chunkpipe;
@@ -75,6 +76,41 @@ Options spread_options(std::vector<int> devices) {
 using Spread1 = HostSpreadPipeline<Map<Fma>>;
 constexpr std::size_t piece_elems = Spread1::piece_units * 1000;
 
+// Every (chunk, offset, count) a ChunkFn's context gave it, from whichever
+// member's thread called it.
+struct ContextLog {
+  std::mutex m;
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> seen;
+  bool misuse = false;  // not the host backend, or spans that are not count long
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> sorted() {
+    std::lock_guard<std::mutex> lock(m);
+    auto v = seen;
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+};
+
+// ChunkFn whose output depends on its context's chunk and offset and on
+// each element's place in the chunk, and that logs what it saw.
+struct Labeller {
+  ContextLog* log;
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto in = ctx.template in<0>();
+    auto out = ctx.template out<0>();
+    {
+      std::lock_guard<std::mutex> lock(log->m);
+      log->seen.emplace_back(ctx.chunk, ctx.offset, ctx.count);
+      if (ctx.backend != Backend::host || in.size() != ctx.count || out.size() != ctx.count) log->misuse = true;
+    }
+    for (std::size_t i = 0; i < ctx.count; ++i) {
+      out[i] = static_cast<double>(in[i]) + static_cast<double>(ctx.offset + i) + 1000.0 * static_cast<double>(ctx.chunk);
+    }
+  }
+};
+
+using Labelled = HostSpreadPipeline<Map<Fma>, ChunkFn<Labeller, double>>;
+
 }  // namespace
 
 TEST_CASE("a spread run writes in place what one pipeline writes, over every member", "[spread]") {
@@ -113,6 +149,80 @@ TEST_CASE("a spread run writes in place what one pipeline writes, over every mem
   std::vector<float> z(n, poison_value);
   saxpy.run(inputs(x, host_span(y.data() + 7, n)), outputs(z));
   for (std::size_t i = 0; i < n; ++i) REQUIRE(z[i] == 3.0f * x[i] + y[i + 7]);
+}
+
+TEST_CASE("a ChunkFn on a spread run sees the run's chunk numbers, offsets and counts", "[spread][chunk_fn]") {
+  const Fma f{1.5f, -0.25f};
+  const std::size_t n = 10 * piece_elems + 2345;  // ten pieces and a ragged one, whose last chunk is short
+  const std::vector<float> x = values(n);
+  ContextLog plain_log;
+  std::vector<double> want(n, poison_value);
+  HostPipeline<Map<Fma>, ChunkFn<Labeller, double>>(spread_options({}), Map<Fma>{f},
+                                                    ChunkFn<Labeller, double>{Labeller{&plain_log}})
+      .run(x, want);
+  const auto plain_seen = plain_log.sorted();
+  REQUIRE(plain_seen.size() == (n + 999) / 1000);
+  REQUIRE(plain_seen.back() == std::make_tuple(n / 1000, n / 1000 * 1000, n % 1000));
+  for (std::size_t i = 0; i < n; i += 997) {
+    REQUIRE(want[i] == static_cast<double>(std::fma(x[i], f.a, f.b)) + static_cast<double>(i) + 1000.0 * (i / 1000));
+  }
+
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}}) {
+    INFO(devices.size() << " members");
+    ContextLog log;
+    Labelled spread(spread_options(devices), Map<Fma>{f}, ChunkFn<Labeller, double>{Labeller{&log}});
+    REQUIRE(spread.piece_elems() == piece_elems);
+    for (int round = 0; round < 2; ++round) {  // and again: the members' schedules continue, the numbers do not
+      INFO("round " << round);
+      log.seen.clear();
+      std::vector<double> out(n, poison_value);
+      const SpreadSummary s = spread.run(x, out);
+      CHECK(s.chunks == (n + 999) / 1000);
+      std::size_t pieces = 0;
+      for (std::size_t p : s.pieces) pieces += p;
+      CHECK(pieces == 11);
+      REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(double)) == 0);
+      CHECK_FALSE(log.misuse);
+      REQUIRE(log.sorted() == plain_seen);
+    }
+
+    // A Source read and a Sink fed by the spread: the same numbers again.
+    log.seen.clear();
+    std::vector<double> got(n, poison_value);
+    SinkLog sink_log;
+    auto src = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) {
+      const std::size_t begin = chunk * slot.size();
+      const std::size_t count = begin < n ? std::min(slot.size(), n - begin) : 0;
+      std::memcpy(slot.data(), x.data() + begin, count * sizeof(float));
+      return count;
+    });
+    const SpreadSummary s =
+        spread.run(std::move(src), Sink<double, OrderedSink<double>>{OrderedSink<double>{&sink_log, got.data(), n}});
+    CHECK(s.elems == n);
+    CHECK_FALSE(sink_log.misuse);
+    CHECK(sink_log.finished == 1);
+    CHECK(sink_log.next_offset == n);
+    REQUIRE(std::memcmp(got.data(), want.data(), n * sizeof(double)) == 0);
+    CHECK_FALSE(log.misuse);
+    REQUIRE(log.sorted() == plain_seen);
+  }
+
+  // The label on its own: one pipeline's run labelled as chunk 5 at
+  // element 5000 of a larger one (what a spread gives piece 5 at a unit
+  // of 1000); copies still index the run's own ranges.
+  ContextLog one_log;
+  HostPipeline<Map<Fma>, ChunkFn<Labeller, double>> one(spread_options({}), Map<Fma>{f},
+                                                        ChunkFn<Labeller, double>{Labeller{&one_log}});
+  const std::size_t m = 2500;
+  std::vector<double> labelled(m, poison_value);
+  detail::RunAccess::run_async(one, detail::RunLabel{5, 5000}, host_span(x.data() + 5000, m), labelled).wait();
+  for (std::size_t i = 0; i < m; ++i) REQUIRE(labelled[i] == want[5000 + i]);
+  using Seen = std::tuple<std::size_t, std::size_t, std::size_t>;
+  CHECK(one_log.sorted() == std::vector<Seen>{Seen{5, 5000, 1000}, Seen{6, 6000, 1000}, Seen{7, 7000, 500}});
+  // Unlabelled, the same pipeline numbers the run as itself.
+  one_log.seen.clear();
+  one.run(host_span(x.data() + 5000, m), labelled);
+  CHECK(one_log.sorted() == std::vector<Seen>{Seen{0, 0, 1000}, Seen{1, 1000, 1000}, Seen{2, 2000, 500}});
 }
 
 TEST_CASE("a spread run hands each piece to the next member with room", "[spread]") {

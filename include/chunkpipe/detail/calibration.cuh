@@ -72,6 +72,9 @@ class Calibration {
   /// lanes (CalibrationState::note_run).
   void note_run(std::size_t n, int lanes) noexcept { state_.note_run(n, lanes); }
 
+  /// Whether a decision was made (it stays in force until a check replaces it).
+  bool decided() const noexcept { return state_.decided(); }
+
   /// The schedule was made again: its chunk numbers start over, and a
   /// probe of the round in progress may hold a start without its end
   /// (CalibrationState::restart). Nothing of it is in flight (the schedule

@@ -122,6 +122,10 @@ class CalibrationState {
     if (state_ == State::timing) rearm();
   }
 
+  /// Whether a decision was made: the first round concluded (a check's
+  /// may replace it later).
+  bool decided() const noexcept { return last_.has_value(); }
+
   /// Whether what was timed is due for a decision once its ops are done:
   /// all `chunks` chunks were timed, or later ones issued, or (`final`:
   /// the pipeline has been waited for) any at all.

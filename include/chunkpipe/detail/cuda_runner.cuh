@@ -144,9 +144,12 @@ class CudaRunner {
   }
 
   /// Queues a run and returns its ticket; see ChunkedPipeline::run_async.
+  /// `label`: what the run's stages' contexts number its chunk 0 (a spread
+  /// piece's numbers; RunLabel).
   template <class In, class Out>
-  RunTicket start(In&& in, Out&& out, const After& order) {
-    return start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)), ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order);
+  RunTicket start(In&& in, Out&& out, const After& order, const RunLabel& label = {}) {
+    return start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)), ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order,
+                      nullptr, nullptr, label);
   }
 
   /// Queues a run of a pipeline whose last stage folds (Reduce,
@@ -281,10 +284,15 @@ class CudaRunner {
   }
 
   // `keep`: storage the run's outputs point into (a folding run's
-  // records), held until the run is released.
+  // records), held until the run is released. `label`: what its stages'
+  // contexts number chunk 0 (RunLabel).
   template <class InSide, class OutSide>
   RunTicket start_impl(InSide ins, OutSide outs, const After& order, std::shared_ptr<void> keep = nullptr,
-                       std::shared_ptr<Packed> packed = nullptr) {
+                       std::shared_ptr<Packed> packed = nullptr, RunLabel label = {}) {
+    // Map stages see no context: their runs carry no label, so a labelled
+    // run of them coalesces and takes graphs as any other. A run whose
+    // label matters is never coalesced (joinable(): Map pipelines only).
+    if constexpr (PipelineFront<Stages...>::all_elementwise) label = RunLabel{};
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
@@ -342,7 +350,7 @@ class CudaRunner {
               [this] { return out_shape<in_types>(); });
     }
     std::string note;
-    const Executor executor = n == 0 ? Executor::streams : executor_for(n, spec, note);
+    const Executor executor = n == 0 ? Executor::streams : executor_for(n, spec, note, label != RunLabel{});
 
     auto run = std::make_shared<RunState>();
     run->device = device_;
@@ -350,6 +358,7 @@ class CudaRunner {
     run->pool = pool_;
     run->ends = ends;
     run->host_work = spec.stage_in || spec.stage_out;
+    run->label = label;
     run->profile = front_.options().profile;
     run->completion.set_hooks(ends->finish, ends->abort);
     run->executor = executor;
@@ -640,6 +649,7 @@ class CudaRunner {
         if (decision_) run->report.decision = decision_->why;
       }
       const PlanRun done = driver_->template issue_run<In>(exec_, r, lanes_spec, n);
+      if (cal_) settle_locked(false);  // a check's (or a late first) decision, while the GPU runs this run
       run->elems = n == unknown_length ? done.elems : n;
       run->chunks = (run->elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
       if (front_.options().record_issued) runs_log_.push_back(done);
@@ -663,9 +673,15 @@ class CudaRunner {
 
   // The kernel lanes the next run gets: those decided once the calibrated
   // chunks are done, the geometry's until then. Under issue_mutex_.
+  // Only the first decision is made here, before the run is issued, so
+  // that the run after the timed chunks already gets it; a check's is made
+  // after a run was issued (issue()), where deciding (two simulated
+  // schedules: about 0.5 ms of host time) overlaps the GPU's work instead
+  // of delaying the run's first op (benchmarks/probes/default_gap.cu found
+  // each run that followed a check 0.5 ms slower when it was made here).
   int lanes_for_run(std::size_t n) {
     if (!cal_) return front_.geometry().kernel_lanes;
-    settle_locked(false);
+    if (!cal_->decided()) settle_locked(false);
     cal_->note_run(n == unknown_length ? 0 : n, run_lanes_);
     return run_lanes_;
   }
@@ -727,10 +743,25 @@ class CudaRunner {
 
  private:
   // Which executor a run of n elements gets (choose_executor), counting the
-  // runs of each shape for the automatic choice. Under submit_mutex_.
-  Executor executor_for(std::size_t n, const RunSpec& spec, std::string& note) {
+  // runs of each shape for the automatic choice. A labelled run (a spread
+  // piece of a pipeline whose stages see their context) goes on streams: a
+  // graph replays the launches its ChunkFn made when it was built, for
+  // every run of its length, and each piece's numbers differ (a graph per
+  // label would be built for every piece and never replayed). Under
+  // submit_mutex_.
+  Executor executor_for(std::size_t n, const RunSpec& spec, std::string& note, bool labelled = false) {
     const Options& o = front_.options();
     if (o.executor == Executor::streams) return Executor::streams;
+    if (labelled) {
+      if (o.executor == Executor::graphs) {
+        note = "a spread run's piece: its ChunkFn stages see the spread run's chunk numbers, which differ from "
+               "piece to piece, where a graph replays the launches of the piece it was built for";
+        std::lock_guard<std::mutex> lock(stats_mutex_);
+        ++graph_stats_.on_streams;
+        graph_stats_.last_note = note;
+      }
+      return Executor::streams;
+    }
     if (shape_runs_.size() > 64) shape_runs_.clear();  // bounded; forgetting only delays a graph
     int& seen = shape_runs_[n];
     Executor e = ::chunkpipe::detail::choose_executor(o, front_.geometry(), PipelineFront<Stages...>::all_elementwise,

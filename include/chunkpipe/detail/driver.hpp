@@ -39,6 +39,30 @@
 
 namespace chunkpipe::detail {
 
+/// The numbers a run's chunk 0 is labelled with in the ChunkContext its
+/// stages get (chunk, offset): a run that is one piece of a larger one (a
+/// spread run's piece, spread.hpp) gives its ChunkFn stages the larger
+/// run's numbers. Chunk k of the run is context chunk `chunk + k` at
+/// context offset `offset + k * unit`. Internal: only stage contexts see
+/// it (never a Source, a Sink, a report or NVTX, which number the run's own
+/// chunks); the default labels a run as itself.
+struct RunLabel {
+  std::size_t chunk = 0;
+  std::size_t offset = 0;
+  bool operator==(const RunLabel& o) const noexcept { return chunk == o.chunk && offset == o.offset; }
+  bool operator!=(const RunLabel& o) const noexcept { return !(*this == o); }
+};
+
+/// How chunkpipe's own code starts a labelled run on a pipeline
+/// (ChunkedPipeline, HostPipeline: both befriend it): as run_async(in, out)
+/// with no order, the run's stages seeing `label`'s numbers. Not public.
+struct RunAccess {
+  template <class Pipeline, class In, class Out>
+  static auto run_async(Pipeline& p, const RunLabel& label, In&& in, Out&& out) {
+    return p.labelled_run_async(label, std::forward<In>(in), std::forward<Out>(out));
+  }
+};
+
 /// What one op does within its run.
 struct OpWork {
   std::size_t offset = 0;  ///< index of the chunk's first element in the run

@@ -375,6 +375,9 @@ class GraphExecutor {
       (void)child.release();  // the run's graph owns it now
       mine.push_back(node);
     };
+    // A graph's own plan numbers its run from chunk 0: runs labelled
+    // otherwise (RunLabel, a spread piece's) never come here when a stage
+    // sees its context (CudaRunner::executor_for sends them to streams).
     ::chunkpipe::detail::add_stage_nodes<In>(*stages_, mem_, step, op, op.chunk, w.offset, w.count, graph, deps, mine,
                                              capture);
     if (!failure.empty()) {

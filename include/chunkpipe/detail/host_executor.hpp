@@ -41,6 +41,7 @@ struct HostRun {
   std::shared_ptr<const Endpoints> ends;
   RunCompletion completion;
   std::size_t first_chunk = 0;  ///< the run's chunk 0 in the schedule
+  RunLabel label;               ///< what its stages' contexts number chunk 0 (driver.hpp)
   // Changed under the engine's lock, read without it by HostTicket::ready().
   std::atomic<std::size_t> pending{0};  ///< ops issued and not yet run
   std::atomic<bool> issued{false};      ///< every op has been issued
@@ -213,7 +214,11 @@ class HostExecutor {
       }
       if (w.count == 0 || run.failed()) return;
       switch (op.kind) {
-        case OpKind::stage: e.stage(*stages_, op, step, mem_, run_chunk, w.offset, w.count); break;
+        case OpKind::stage:
+          // The stage's context counts from the run's label; copies, a
+          // Source and a Sink keep the run's own numbers (they index its ranges).
+          e.stage(*stages_, op, step, mem_, run.label.chunk + run_chunk, run.label.offset + w.offset, w.count);
+          break;
         case OpKind::host_in:
         case OpKind::host_out:
           ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);

@@ -21,13 +21,20 @@
 // Source from being read, the Sink from being fed); the pieces in flight
 // are waited for, and the caller gets that error (a Sink's abort(), never
 // its finish()).
-// Map stages only: each member's run is one piece, so a ChunkFn would see
-// chunk numbers and offsets of its piece, not of the run.
+// Map and ChunkFn stages: a piece is a run of its member labelled with the
+// spread run's numbers for its first chunk (RunLabel, driver.hpp), so a
+// ChunkFn sees the chunk numbers, offsets and counts one pipeline over the
+// whole run gives it. Pieces are whole units of the members' geometry, the
+// same as one pipeline's with these options (a ChunkFn's unit is the
+// window), so piece p's chunk k is the run's chunk p * piece_units + k, at
+// offset p * piece_elems + k * unit. Reductions, filters, per-chunk records
+// and Emit are not spread yet (refused at compile time).
 #pragma once
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/options.hpp>
+#include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
 
@@ -175,8 +182,16 @@ struct HostPieceBuffer {
   std::vector<T> v;
 };
 
+/// Whether a stage is a ChunkFn (not an Emit, which emits a count).
+template <class Stage>
+struct is_chunk_fn : std::false_type {};
+template <class F, class... X>
+struct is_chunk_fn<ChunkFn<F, X...>> : std::true_type {};
+
 /// Spread<Member, Buffer>: see the top of this file. Member is a pipeline
-/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map stages; Buffer<T> is a piece buffer: constructible from an element
+/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map and ChunkFn
+/// stages (a ChunkFn sees the spread run's chunk numbers and offsets, as
+/// with one pipeline); Buffer<T> is a piece buffer: constructible from an element
 /// count, with data() and a static Memory `memory` saying how it is held
 /// (pinned memory for a GPU member).
 template <class M>
@@ -184,14 +199,14 @@ struct member_front;
 template <template <class...> class P, class... S>
 struct member_front<P<S...>> {
   using type = PipelineFront<S...>;
+  static constexpr bool spreadable = ((is_elementwise<S>::value || is_chunk_fn<S>::value) && ...);
 };
 
 template <class Member, template <class> class Buffer>
 class Spread {
-  using Front = typename member_front<Member>::type;
-  static_assert(Front::all_elementwise,
-                "chunkpipe: a spread pipeline takes Map stages only: a ChunkFn would see its piece's chunk numbers "
-                "and offsets, not the run's, and reductions, filters and per-chunk records are not spread");
+  static_assert(member_front<Member>::spreadable,
+                "chunkpipe: a spread pipeline takes Map and ChunkFn stages only: reductions, filters, per-chunk "
+                "records and Emit are not spread");
 
  public:
   /// Pieces a member may have in flight: two keep its schedule fed across
@@ -243,7 +258,8 @@ class Spread {
   /// `out` (ranges, outputs(...) or a Sink), spread over the members, and
   /// returns when every piece is done (a Sink's finish() called). Outputs
   /// land in place; a Source is read and a Sink fed in chunk order, as by
-  /// one pipeline; the chunk numbers and offsets they see are the run's.
+  /// one pipeline; the chunk numbers and offsets they see are the run's,
+  /// as are those a ChunkFn's context gives (and its counts).
   /// Blocks; throws config_error for bad ranges (overlaps included) before
   /// doing anything, pipeline_error for a Source that produced more than
   /// the outputs hold, and the first error of any member (the others stop
@@ -479,7 +495,9 @@ class Spread {
                             outs.spans);
         }
       };
-      return member.run_async(in_side(), out_side());
+      // Its stages number its chunks as the spread run's: chunk k of the
+      // piece is the run's chunk p * piece_units + k, at offset first + k * unit.
+      return RunAccess::run_async(member, RunLabel{p * spread.piece_units, first}, in_side(), out_side());
     }
 
     template <class Ticket>

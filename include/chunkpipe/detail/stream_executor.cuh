@@ -182,8 +182,11 @@ class StreamExecutor {
       // fails, and the op still signals, so later ops and runs stay ordered.
       try {
         if (op.kind == OpKind::stage) {
+          // The stage's context counts from the run's label (a spread
+          // piece's); NVTX, timings and copies keep the run's own numbers.
           ::chunkpipe::detail::launch_stage<In>(*stages_, mem_, steps_[static_cast<std::size_t>(op.step)], op, stream,
-                                                op.chunk - run.first_chunk, w.offset, w.count);
+                                                st.label.chunk + (op.chunk - run.first_chunk),
+                                                st.label.offset + w.offset, w.count);
         } else {
           ::chunkpipe::detail::copies_of(op, steps_[static_cast<std::size_t>(op.step)], mem_, *st.ends, w.offset,
                                          w.count, copies_);
