@@ -333,12 +333,16 @@ class HostPipeline {
   friend struct detail::RunAccess;
 
   // A run whose stages' contexts number its chunks from `label`
-  // (detail::RunLabel; a spread run's piece). Internal: detail::RunAccess.
-  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
+  // (detail::RunLabel; a spread run's piece). A folding pipeline's run
+  // takes its records as outputs here (the spread folds them). Internal:
+  // detail::RunAccess.
+  template <class In, class Out, bool F = Front::counted, std::enable_if_t<!F, int> = 0>
   HostTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), HostAfter{},
                  nullptr, nullptr, label);
   }
+  // Input elements per output record (detail::Endpoints::per_record).
+  std::size_t per_record() const noexcept { return engine_->front.per_record(); }
 
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records); `label`, what its
@@ -453,9 +457,10 @@ class HostPipeline {
 /// Runs spread over virtual devices: one HostPipeline per entry of
 /// Options::devices (the ordinals are labels), each with its own schedule
 /// and slots, taking pieces of a run as it has room (detail/spread.hpp);
-/// Map and ChunkFn stages, a ChunkFn seeing the run's chunk numbers.
-/// How CI tests the spreading's order, bounds and failures. Construct with
-/// Options and the stages; run(in, out) blocks and returns a SpreadSummary.
+/// Map, ChunkFn and record stages, a ChunkFn seeing the run's chunk
+/// numbers. How CI tests the spreading's order, bounds and failures.
+/// Construct with Options and the stages; run(in, out) blocks and returns a
+/// SpreadSummary (run(in) a Reduce's or Accumulate's result).
 template <class... Stages>
 using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
 

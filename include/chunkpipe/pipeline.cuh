@@ -255,11 +255,15 @@ class ChunkedPipeline {
   friend struct detail::RunAccess;
 
   // A run whose stages' contexts number its chunks from `label`
-  // (detail::RunLabel; a spread run's piece). Internal: detail::RunAccess.
-  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
+  // (detail::RunLabel; a spread run's piece). A folding pipeline's run
+  // takes its records as outputs here (the spread folds them). Internal:
+  // detail::RunAccess.
+  template <class In, class Out, bool F = counted_, std::enable_if_t<!F, int> = 0>
   RunTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}, label);
   }
+  // Input elements per output record (detail::Endpoints::per_record).
+  std::size_t per_record() const noexcept { return runner_->front().per_record(); }
 
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };
@@ -308,13 +312,15 @@ struct PinnedPieceBuffer {
 /// own slots, streams and host threads), each taking the next piece of the
 /// run (8 units) when it has room, so a slower link or a busier GPU takes
 /// fewer (detail/spread.hpp). Outputs land in place; a Source is read and a
-/// Sink fed in chunk order. Map and ChunkFn stages (a ChunkFn's context
-/// gives the run's chunk numbers, offsets and counts, as with one
-/// pipeline; reductions, filters, per-chunk records and Emit are not
-/// spread); each member has its own copy of the stages, called on its
-/// own thread.
+/// Sink fed in chunk order. Map, ChunkFn and record stages (a ChunkFn's
+/// context gives the run's chunk numbers, offsets and counts, as with one
+/// pipeline; a Reduce or Accumulate run returns one pipeline's result, to
+/// the bit; Filter and Emit are not spread); each member has its own copy
+/// of the stages, called on its own thread.
 ///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
 ///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
+///   chunkpipe::SpreadPipeline<chunkpipe::Reduce<float, Plus>> sum({.devices = {0, 1}}, chunkpipe::reduce(0.f, Plus{}));
+///   float total = sum.run(in);                          // blocks
 /// Construction throws config_error for an empty or bad device list,
 /// Options::device set, Staging::registered, and what a ChunkedPipeline's
 /// constructor throws; run() (Spread::run) throws config_error for bad

@@ -4,7 +4,7 @@
 // write in place what one pipeline writes, bit for bit, from pinned and
 // pageable ranges; a Source is read and a Sink fed in chunk order; an
 // error reaches the caller, abort()s the Sink and leaves the pipeline
-// usable.
+// usable; a Reduce returns one pipeline's bits.
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
@@ -252,6 +252,51 @@ TEST_CASE("a spread pipeline reads a Source and feeds a Sink in chunk order on t
   poison(out);
   spread.run(in, out);
   for (std::size_t i = 0; i < n; ++i) REQUIRE(std::fabs(out.data()[i] - want[i]) <= 1e-5f);
+}
+
+namespace {
+struct Plus {
+  CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+};
+}  // namespace
+
+TEST_CASE("a Reduce spread over the same GPU twice returns the bits one pipeline returns", "[gpu][spread][records]") {
+  const int dev = current_device();
+  const Chain f{16};
+  const auto sum = reduce(0.25f, Plus{}, 4096);
+  SpreadPipeline<Map<Chain>, Reduce<float, Plus>> spread(spread_options(dev), Map<Chain>{f}, sum);
+  const std::size_t n = 20 * spread.piece_elems() + 12345;  // a ragged piece, the last segment short
+  PinnedArray<float> in(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i) * 1000.0f;
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  const float want = ChunkedPipeline<Map<Chain>, Reduce<float, Plus>>(plain, Map<Chain>{f}, sum).run(in);
+  double exact = 0.25;
+  for (std::size_t i = 0; i < n; ++i) exact += static_cast<double>(f(in.data()[i]));
+  INFO("one pipeline " << want << ", exact " << exact);
+  REQUIRE(std::fabs(want - exact) <= 1e-4 * static_cast<double>(n));
+
+  const float got = spread.run(in);
+  CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+  const SpreadSummary s = spread.last_summary();
+  REQUIRE(s.pieces.size() == 2);
+  CHECK(s.pieces[0] + s.pieces[1] == 21);
+  CHECK(std::min(s.pieces[0], s.pieces[1]) >= 1);
+
+  // Pageable, and from a Source: the same bits.
+  std::vector<float> pageable(in.data(), in.data() + n);
+  const float staged = spread.run(pageable);
+  CHECK(std::memcmp(&staged, &want, sizeof staged) == 0);
+  std::size_t next = 0;
+  auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
+    const std::size_t k = std::min(slot.size(), n - next);
+    std::memcpy(slot.data(), pageable.data() + next, k * sizeof(float));
+    next += k;
+    return k;
+  });
+  const float sourced = spread.run(std::move(src));
+  CHECK(std::memcmp(&sourced, &want, sizeof sourced) == 0);
+  CHECK(spread.last_summary().elems == n);
 }
 
 TEST_CASE("a spread pipeline refuses devices that do not exist", "[gpu][spread][errors]") {

@@ -4,17 +4,20 @@
 // pipeline writes them, pieces go to whichever member has room, a Source is
 // read and a Sink fed in chunk order with the reorder buffer bounded, and
 // an error on one member reaches the caller, stops the others and finishes
-// nothing.
+// nothing; record stages (Reduce, Accumulate, PerChunk) give what one
+// pipeline gives, to the bit.
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
 #include "ordered_sink.hpp"
+#include "replay.hpp"
 #include "thrown.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -22,6 +25,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 using namespace chunkpipe;
@@ -422,4 +426,146 @@ TEST_CASE("a spread run's Sink is aborted when it or its finish() throws", "[spr
     CHECK(finished == (in_fn ? 0 : 1));
     CHECK(calls == (in_fn ? 21u : n / 1000));  // nothing after the chunk that threw
   }
+}
+
+namespace {
+
+struct Plus {
+  CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+};
+
+// Noisy values whose float sum depends on the order it is taken in.
+std::vector<float> noisy(std::size_t n) {
+  std::vector<float> v(n);
+  std::uint32_t s = 12345u;
+  for (float& x : v) {
+    s = s * 1664525u + 1013904223u;
+    x = static_cast<float>(s >> 8) * (1.0f / 16777216.0f) * 2000.0f - 1000.0f;
+  }
+  return v;
+}
+
+// An Accumulate whose merge depends on order and whose records on the
+// context's offsets: the chunks' offsets as a polynomial hash.
+struct Trace {
+  std::uint64_t hash, chunks;
+};
+struct TraceChunk {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    ctx.template out<0>()[0] = Trace{ctx.offset + 1, 1};
+  }
+};
+struct MergeTrace {
+  void operator()(Trace& total, const Trace& chunk) const {
+    total.hash = total.hash * 1000003u + chunk.hash;
+    total.chunks += chunk.chunks;
+  }
+};
+
+// A PerChunk record: the chunk's number, offset, count and a checksum.
+struct Tag {
+  std::uint64_t chunk, offset, count, sum;
+};
+struct TagChunk {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    Tag& t = ctx.template out<0>()[0];
+    t.chunk = ctx.chunk;
+    t.offset = ctx.offset;
+    t.count = ctx.count;
+    for (float v : ctx.template in<0>()) t.sum += static_cast<std::uint64_t>(v * 8.0f + 8192.0f);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a spread Reduce returns the bits one pipeline returns, from ranges and from a Source", "[spread][records]") {
+  const std::size_t n = 10 * piece_elems + 2345;  // ten pieces and a ragged one, the last segment short
+  const std::vector<float> x = noisy(n);
+  const auto stage = reduce(0.5f, Plus{}, 250);
+  const float want = HostPipeline<Reduce<float, Plus>>(spread_options({}), stage).run(x);
+  // The order matters: a plain left-to-right sum lands elsewhere.
+  float serial = 0.5f;
+  for (float v : x) serial += v;
+  double exact = 0.5;
+  for (float v : x) exact += v;
+  INFO("one pipeline " << want << ", left to right " << serial << ", exact " << exact);
+  REQUIRE(want != serial);
+  REQUIRE(std::abs(want - exact) < 1e-3 * n);
+
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}}) {
+    INFO(devices.size() << " members");
+    HostSpreadPipeline<Reduce<float, Plus>> spread(spread_options(devices), stage);
+    const float got = spread.run(x);
+    CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+    const SpreadSummary s = spread.last_summary();
+    CHECK(s.elems == n);
+    std::size_t pieces = 0;
+    for (std::size_t p : s.pieces) pieces += p;
+    CHECK(pieces == 11);
+    const float sourced = spread.run(test_support::replay(x));
+    CHECK(std::memcmp(&sourced, &want, sizeof sourced) == 0);
+    CHECK(spread.last_summary().elems == n);
+    const std::vector<float> none;
+    CHECK(spread.run(none) == 0.5f);
+  }
+}
+
+TEST_CASE("a spread Accumulate merges every chunk's record in chunk order", "[spread][records]") {
+  const std::size_t n = 10 * piece_elems + 2345;
+  const std::vector<float> x(n, 1.0f);
+  std::uint64_t want = 5;
+  for (std::size_t at = 0; at < n; at += 1000) want = want * 1000003u + (at + 1);
+  const auto stage = accumulate(Trace{5, 0}, TraceChunk{}, MergeTrace{});
+  using Acc = std::decay_t<decltype(stage)>;
+  HostSpreadPipeline<Acc> spread(spread_options({0, 1, 2}), stage);
+  const Trace got = spread.run(x);
+  CHECK(got.hash == want);
+  CHECK(got.chunks == (n + 999) / 1000);
+  const Trace sourced = spread.run(test_support::replay(x));
+  CHECK(sourced.hash == want);
+  CHECK(sourced.chunks == got.chunks);
+}
+
+TEST_CASE("a spread PerChunk lands each chunk's record in place, or hands it to a Sink in order", "[spread][records]") {
+  const std::size_t n = 10 * piece_elems + 2345, chunk = 1000, chunks = (n + chunk - 1) / chunk;
+  const std::vector<float> x = values(n);
+  const auto stage = per_chunk(Tag{0, 0, 0, 7}, TagChunk{});
+  using Per = std::decay_t<decltype(stage)>;
+  std::vector<Tag> want(chunks);
+  HostPipeline<Per>(spread_options({}), stage).run(x, want);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    REQUIRE(want[c].chunk == c);
+    REQUIRE(want[c].offset == c * chunk);
+    REQUIRE(want[c].count == std::min(chunk, n - c * chunk));
+  }
+
+  HostSpreadPipeline<Per> spread(spread_options({0, 1}), stage);
+  std::vector<Tag> out(chunks + 2, Tag{99, 99, 99, 99});  // poisoned; two past the end stay so
+  const SpreadSummary s = spread.run(x, host_span(out.data(), chunks));
+  CHECK(s.chunks == chunks);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    INFO("chunk " << c);
+    CHECK(out[c].chunk == want[c].chunk);
+    CHECK(out[c].offset == want[c].offset);
+    CHECK(out[c].count == want[c].count);
+    CHECK(out[c].sum == want[c].sum);
+  }
+  CHECK(out[chunks].offset == 99);
+  CHECK(out[chunks + 1].offset == 99);
+
+  std::vector<Tag> shorter(chunks - 1);
+  CHECK(contains(thrown_by([&] { spread.run(x, shorter); }), "records"));
+
+  // A Sink gets each chunk's one record, numbered as one pipeline numbers it.
+  std::vector<std::size_t> seen;
+  bool misuse = false;
+  spread.run(x, sink<Tag>([&](std::size_t k, std::size_t offset, ::cuda::std::span<const Tag> r) {
+    if (r.size() != 1 || k != offset || r[0].offset != want[offset].offset || r[0].sum != want[offset].sum) misuse = true;
+    seen.push_back(offset);
+  }));
+  CHECK_FALSE(misuse);
+  REQUIRE(seen.size() == chunks);
+  for (std::size_t c = 0; c < chunks; ++c) CHECK(seen[c] == c);
 }

@@ -55,11 +55,18 @@ struct RunLabel {
 
 /// How chunkpipe's own code starts a labelled run on a pipeline
 /// (ChunkedPipeline, HostPipeline: both befriend it): as run_async(in, out)
-/// with no order, the run's stages seeing `label`'s numbers. Not public.
+/// with no order, the run's stages seeing `label`'s numbers, a folding
+/// pipeline's records going to `out`. Not public.
 struct RunAccess {
   template <class Pipeline, class In, class Out>
   static auto run_async(Pipeline& p, const RunLabel& label, In&& in, Out&& out) {
     return p.labelled_run_async(label, std::forward<In>(in), std::forward<Out>(out));
+  }
+  /// Input elements per output record of `p`'s runs: 1, a Reduce's
+  /// segment, or the unit for per-chunk records.
+  template <class Pipeline>
+  static std::size_t per_record(const Pipeline& p) noexcept {
+    return p.per_record();
   }
 };
 

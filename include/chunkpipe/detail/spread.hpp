@@ -27,13 +27,21 @@
 // whole run gives it. Pieces are whole units of the members' geometry, the
 // same as one pipeline's with these options (a ChunkFn's unit is the
 // window), so piece p's chunk k is the run's chunk p * piece_units + k, at
-// offset p * piece_elems + k * unit. Reductions, filters, per-chunk records
-// and Emit are not spread yet (refused at compile time).
+// offset p * piece_elems + k * unit.
+// Records (a Reduce's partials, one per segment; a PerChunk's or an
+// Accumulate's, one per chunk): pieces are whole units, so whole segments
+// and chunks, and piece p's records are its own slice of the run's: a
+// Reduce or Accumulate spread run lands them in one buffer and folds them
+// as one pipeline does (result.hpp), to the same bits; a Source's fold
+// takes them in chunk order as the Sink would. Filters and Emit, whose
+// outputs pack what earlier chunks emitted, are not spread (refused at
+// compile time).
 #pragma once
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/options.hpp>
+#include <chunkpipe/result.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
@@ -45,6 +53,7 @@
 #include <cstddef>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -199,14 +208,30 @@ struct member_front;
 template <template <class...> class P, class... S>
 struct member_front<P<S...>> {
   using type = PipelineFront<S...>;
-  static constexpr bool spreadable = ((is_elementwise<S>::value || is_chunk_fn<S>::value) && ...);
+  // A record stage is the last (PipelineFront checks).
+  static constexpr bool spreadable =
+      !type::counted &&
+      ((is_elementwise<S>::value || is_chunk_fn<S>::value || records_of<S>::value != Records::per_element) && ...);
+};
+
+/// What makes a fresh Folding for each run of a folding spread (int for
+/// the others).
+template <class Stage, bool Folds = folds<Stage>::value>
+struct folding_maker {
+  using type = int;
+};
+template <class Stage>
+struct folding_maker<Stage, true> {
+  using type = std::function<std::shared_ptr<Folding<typename fold_traits<Stage>::result>>()>;
 };
 
 template <class Member, template <class> class Buffer>
 class Spread {
   static_assert(member_front<Member>::spreadable,
-                "chunkpipe: a spread pipeline takes Map and ChunkFn stages only: reductions, filters, per-chunk "
-                "records and Emit are not spread");
+                "chunkpipe: a spread pipeline takes Map, ChunkFn and record stages (Reduce, Accumulate, PerChunk); "
+                "Filter and Emit, which pack what earlier chunks emitted, are not spread");
+  using Front = typename member_front<Member>::type;
+  static constexpr bool folds_ = Front::folds_result;
 
  public:
   /// Pieces a member may have in flight: two keep its schedule fed across
@@ -245,6 +270,11 @@ class Spread {
       o.device = d;
       members_.push_back(std::make_unique<Member>(o, stages...));
     }
+    per_record_ = RunAccess::per_record(*members_.front());
+    if constexpr (folds_) {
+      const auto& last = std::get<sizeof...(S) - 1>(std::forward_as_tuple(stages...));
+      make_folding_ = [last] { return fold_traits<typename Front::last_stage>::make(last); };
+    }
   }
 
   /// The member pipelines, one per Options::devices entry.
@@ -266,12 +296,58 @@ class Spread {
   /// taking pieces; what they had in flight is waited for; a Sink is
   /// abort()ed, finish() throwing included). Safe to call from several
   /// threads: runs take turns.
-  template <class In, class Out>
+  ///
+  /// A PerChunk pipeline's outputs are its records, one per chunk, as with
+  /// one pipeline. A folding pipeline (Reduce, Accumulate) takes run(in).
+  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   SpreadSummary run(In&& in, Out&& out) {
     std::lock_guard<std::mutex> one_run(run_mutex_);  // the piece buffers are the spread's
+    return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out)));
+  }
+
+  /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
+  /// (ranges or a Source) spread over the members and returns the result,
+  /// to the same bits as one pipeline with these options (the same
+  /// records, folded in the same order: result.hpp). A run of known length
+  /// lands every piece's records in one pinned buffer the spread keeps and
+  /// folds them on the calling thread once all are done; a Source's run
+  /// folds them in chunk order as pieces are delivered. An empty run
+  /// returns the Reduce's init (the Accumulate's identity). last_summary()
+  /// says how the pieces went. Blocks; throws as run(in, out) does.
+  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  auto run(In&& in) {
+    using R = typename fold_traits<typename Front::last_stage>::result;
+    std::lock_guard<std::mutex> one_run(run_mutex_);
     auto ins = as_inputs(std::forward<In>(in));
-    auto outs = as_outputs(std::forward<Out>(out));
-    const std::size_t n = validate_run(ins, outs, 1);
+    const std::size_t n = input_length(ins);
+    const std::shared_ptr<Folding<R>> folding = make_folding_();
+    const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
+    auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
+      // The spread's own buffer, kept from run to run: the records are
+      // folded below, before the next run (run_mutex_) can reuse it.
+      void* at = pool_slot(pool_records_, 0, std::max<std::size_t>(bytes, 1));
+      return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
+    });
+    if (outs.ranges) {
+      run_sides(std::move(ins), std::move(*outs.ranges));
+    } else {
+      run_sides(std::move(ins), std::move(*outs.sink));
+    }
+    return folding->result();
+  }
+
+  /// How the pieces of the latest run(in) of a folding pipeline went (run(in,
+  /// out) returns its own). Thread-safe.
+  SpreadSummary last_summary() const {
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    return last_summary_;
+  }
+
+ private:
+  // One run over its two sides. Under run_mutex_.
+  template <class InSide, class OutSide>
+  SpreadSummary run_sides(InSide ins, OutSide outs) {
+    const std::size_t n = validate_run(ins, outs, per_record_);
     check_overlaps(ins, outs);
     const std::size_t piece = piece_elems();
     const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
@@ -282,10 +358,11 @@ class Spread {
     const std::size_t bound = sourced || sunk ? members_.size() * (ahead + 1) : limit;
     Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
     r.go();
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    last_summary_ = r.summary;
     return r.summary;
   }
 
- private:
   // Ranges that overlap are refused for the whole run, as one pipeline
   // refuses them, before any piece runs: the members see only their pieces.
   template <class InSide, class OutSide>
@@ -319,7 +396,7 @@ class Spread {
 
     Run(Spread& s, InSide& i, OutSide& o, std::size_t n, std::size_t limit, std::size_t bound)
         : spread(s), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
-          bound(bound), book(limit, bound) {
+          per(s.per_record_), bound(bound), book(limit, bound) {
       summary.pieces.assign(s.members_.size(), 0);
       lengths.assign(sourced || sunk ? bound : 0, 0);
     }
@@ -433,7 +510,7 @@ class Spread {
             break;
           }
         }
-        if constexpr (!sunk) check_fits(p * piece + got);
+        if constexpr (!sunk) check_fits(records(p * piece + got));
         lengths[p % lengths.size()] = got;
         read += got;
         if (ended) book.end_after(p);
@@ -441,15 +518,15 @@ class Spread {
       }
     }
 
-    // A Source's output ranges must hold what it produced so far, as one
-    // pipeline's must.
+    // A Source's output ranges must hold the records of what it produced
+    // so far, as one pipeline's must.
     void check_fits(std::size_t produced) const {
       std::size_t o = 0;
       std::apply(
           [&](const auto&... s) {
             ((produced > s.size ? throw pipeline_error("chunkpipe: the source produced more than the " +
-                                                       std::to_string(s.size) + " elements output " +
-                                                       std::to_string(o) + " holds")
+                                                       std::to_string(s.size) + (per == 1 ? " elements" : " records") +
+                                                       " output " + std::to_string(o) + " holds")
                                 : void(++o)),
              ...);
           },
@@ -471,8 +548,11 @@ class Spread {
       return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t)));
     }
     out_t* out_buffer(std::size_t p) {
-      return reinterpret_cast<out_t*>(spread.pool_slot(spread.pool_out_, p % bound, piece * sizeof(out_t)));
+      return reinterpret_cast<out_t*>(spread.pool_slot(spread.pool_out_, p % bound, records(piece) * sizeof(out_t)));
     }
+    // Output records of `elems` elements from a unit's start: elements
+    // themselves (per 1), or a Reduce's segments, or chunks.
+    std::size_t records(std::size_t elems) const noexcept { return (elems + per - 1) / per; }
 
     auto issue(Member& member, std::size_t p) {
       const std::size_t first = p * piece;
@@ -487,11 +567,13 @@ class Spread {
         }
       };
       auto out_side = [&] {
+        // Piece p's records are the run's from records(first): pieces
+        // start on whole units, so on whole segments and chunks.
         if constexpr (sunk) {
-          return outputs(HostSpan<out_t>{out_buffer(p), len, Buffer<unsigned char>::memory});
+          return outputs(HostSpan<out_t>{out_buffer(p), records(len), Buffer<unsigned char>::memory});
         } else {
           return std::apply([&](const auto&... s) { return Outputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
-                                                         std::make_tuple(slice(s, first, len)...)}; },
+                                                         std::make_tuple(slice(s, records(first), records(len))...)}; },
                             outs.spans);
         }
       };
@@ -514,11 +596,14 @@ class Spread {
         for (std::size_t p : pieces) {
           if (book.error()) return;  // a member failed: the Sink gets no more
           if constexpr (sunk) {
+            // Chunk by chunk, as one pipeline hands them over: its records,
+            // numbered from the run's first (elements, where per is 1).
             const out_t* src = out_buffer(p);
             const std::size_t len = length_of(p);
             for (std::size_t off = 0; off < len; off += chunk) {
               const std::size_t k = p * spread.piece_units + off / chunk;
-              outs.fn(k, p * piece + off, ::cuda::std::span<const out_t>(src + off, std::min(chunk, len - off)));
+              const std::size_t at = records(off), count = records(std::min(chunk, len - off));
+              outs.fn(k, records(p * piece) + at, ::cuda::std::span<const out_t>(src + at, count));
             }
           }
           book.delivered();
@@ -533,6 +618,7 @@ class Spread {
     const std::size_t n;
     const std::size_t piece;
     const std::size_t chunk;
+    const std::size_t per;  // input elements per output record
     const std::size_t bound;
     PieceBook book;
     std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
@@ -556,10 +642,17 @@ class Spread {
     return s.second->data();
   }
 
+  using FoldingMaker = typename folding_maker<typename Front::last_stage>::type;
+
   Options options_;
   std::vector<std::unique_ptr<Member>> members_;
+  std::size_t per_record_ = 1;  // input elements per output record
+  FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
   std::mutex run_mutex_, pool_mutex_;
+  mutable std::mutex summary_mutex_;
+  SpreadSummary last_summary_;
   std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
+  std::vector<Slot> pool_records_;        // a folding run's records
 };
 
 }  // namespace detail
