@@ -18,6 +18,7 @@ case "${1:-}" in
   pack)
     build=${2:?usage: gpu-prebuilt.sh pack BUILD_DIR [BENCH...]}
     shift 2
+    build=$(cd "$build" && pwd)  # tar's -C is relative to the one before it: absolute paths
     mkdir -p out
     files=()
     for t in "$build"/tests/gpu/gpu_*_test; do [ -x "$t" ] && files+=("-C" "$(dirname "$t")" "$(basename "$t")"); done

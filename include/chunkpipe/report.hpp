@@ -26,6 +26,7 @@ struct TimedOp {
   double end_ms = 0.0;
   std::size_t bytes = 0;      ///< bytes the op moved (0 for stages)
   std::size_t elems = 0;      ///< elements of its chunk
+  int device = 0;             ///< a spread run's member that ran it (Report::devices); 0 otherwise
 };
 
 /// A link between host and device: one-way and two-way bandwidths and the
@@ -63,6 +64,18 @@ struct Report {
   /// For a run issued after the automatic policy's calibration decided
   /// (ChunkedPipeline::decision()): why it got the kernel lanes it has.
   std::string decision;
+  /// A spread run's members, one name each ("m0 (GPU 0)"), which
+  /// TimedOp::device indexes; pictures then draw one row set per member.
+  /// Empty for a run of one pipeline.
+  std::vector<std::string> devices;
+  /// Where the run sits on its pipeline's profiling clock: a pipeline's
+  /// profiled runs share one zero, the start of its first profiled run;
+  /// this run's start (from which its ops are timed) is clock_ms after it,
+  /// and clock_zero_ns is that zero on the host's steady clock (ns since
+  /// its epoch), which lines up the clocks of several pipelines (a spread
+  /// run's members) to within the launch latency. 0 and 0 where unknown.
+  double clock_ms = 0.0;
+  long long clock_zero_ns = 0;
 };
 
 /// A graph run's plan and the edges of the CUDA graph built for it, read

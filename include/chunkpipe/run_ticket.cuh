@@ -184,6 +184,11 @@ struct RunState {
   };
   Event origin;
   std::chrono::steady_clock::time_point host_origin;
+  // The pipeline's profiling clock (Report::clock_ms): its zero, an event
+  // recorded before the first profiled run's origin on the same stream,
+  // and when the host recorded it.
+  std::shared_ptr<const Event> clock_zero;
+  std::chrono::steady_clock::time_point host_clock_zero;
   std::deque<Timed> timed;  // grows at the back only: host tasks write in place (profiling only)
   Report report;            // built by wait() when profiling
 
@@ -330,6 +335,13 @@ inline void RunState::build_report() {
       op.end_ms = std::chrono::duration<double, std::milli>(t.host_end - host_origin).count();
     }
     report.ops.push_back(op);
+  }
+  if (clock_zero) {
+    float since = 0.f;
+    CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&since, clock_zero->get(), origin.get()));
+    report.clock_ms = since;
+    report.clock_zero_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(host_clock_zero.time_since_epoch()).count();
   }
   report.chunks = chunks;
   report.elems = elems;

@@ -4,7 +4,8 @@
 // write in place what one pipeline writes, bit for bit, from pinned and
 // pageable ranges; a Source is read and a Sink fed in chunk order; an
 // error reaches the caller, abort()s the Sink and leaves the pipeline
-// usable; a Reduce returns one pipeline's bits.
+// usable; a Reduce returns one pipeline's bits; a profiled run's report
+// lines its pieces up on one time axis.
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
@@ -297,6 +298,74 @@ TEST_CASE("a Reduce spread over the same GPU twice returns the bits one pipeline
   const float sourced = spread.run(std::move(src));
   CHECK(std::memcmp(&sourced, &want, sizeof sourced) == 0);
   CHECK(spread.last_summary().elems == n);
+}
+
+TEST_CASE("a profiled spread run reports every piece on one time axis, one row set per member", "[gpu][spread][report]") {
+  const int dev = current_device();
+  const Chain f{64};
+  Options o = spread_options(dev);
+  o.profile = true;
+  SpreadPipeline<Map<Chain>> spread(o, Map<Chain>{f});
+  CHECK(thrown_by([&] { (void)spread.report(); }).find("no report") != std::string::npos);
+  const std::size_t n = 12 * spread.piece_elems() + 777;
+  PinnedArray<float> in(n), out(n), want(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i);
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  poison(want);
+  ChunkedPipeline<Map<Chain>>(plain, Map<Chain>{f}).run(in, want);
+  poison(out);
+  const SpreadSummary s = spread.run(in, out);
+  REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  const Report r = spread.report();
+  INFO(r);
+  REQUIRE(r.devices.size() == 2);
+  CHECK(r.chunks == s.chunks);
+  CHECK(r.elems == n);
+  // Every chunk of the run once per kind, on the member that ran its piece,
+  // in order: copy in, kernel, copy out.
+  std::vector<int> seen(3 * s.chunks, 0);
+  std::vector<const TimedOp*> of(3 * s.chunks, nullptr);
+  std::vector<std::size_t> per_member(2, 0);
+  for (const TimedOp& op : r.ops) {
+    REQUIRE(op.chunk < s.chunks);
+    REQUIRE((op.device == 0 || op.device == 1));
+    const std::size_t k = op.kind == OpKind::h2d ? 0 : op.kind == OpKind::stage ? 1 : 2;
+    ++seen[3 * op.chunk + k];
+    of[3 * op.chunk + k] = &op;
+    if (k == 0) ++per_member[static_cast<std::size_t>(op.device)];
+  }
+  CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
+  CHECK(std::min(per_member[0], per_member[1]) >= 1);
+  const double tol = 2e-3;  // ms: CUDA events resolve about half a microsecond
+  for (std::size_t c = 0; c < s.chunks; ++c) {
+    const TimedOp *a = of[3 * c], *k = of[3 * c + 1], *d = of[3 * c + 2];
+    if (!a || !k || !d) continue;
+    CHECK(a->device == k->device);
+    CHECK(k->device == d->device);
+    CHECK(a->end_ms <= k->start_ms + tol);
+    CHECK(k->end_ms <= d->start_ms + tol);
+  }
+  // A stream runs one op at a time, also across pieces: each piece's clock
+  // (where it sits on its member's) lines its ops up with the pieces'
+  // before it.
+  std::size_t crossings = 0;
+  for (std::size_t q = 0; q < r.queues.size(); ++q) {
+    std::vector<const TimedOp*> on;
+    for (const TimedOp& op : r.ops) {
+      if (op.queue == static_cast<int>(q)) on.push_back(&op);
+    }
+    std::sort(on.begin(), on.end(), [](const TimedOp* x, const TimedOp* y) { return x->id < y->id; });
+    for (std::size_t i = 1; i < on.size(); ++i) {
+      INFO("queue " << r.queues[q].name << ", op " << on[i]->id);
+      CHECK(on[i]->start_ms >= on[i - 1]->end_ms - tol);
+      if (on[i]->chunk / SpreadPipeline<Map<Chain>>::piece_units != on[i - 1]->chunk / SpreadPipeline<Map<Chain>>::piece_units)
+        ++crossings;
+    }
+  }
+  CHECK(crossings > 0);  // the check above did span pieces
+  const std::string text = ascii_timeline(r, 80);
+  CHECK(text.find("m1 (device " + std::to_string(dev) + ") H2D") != std::string::npos);
 }
 
 TEST_CASE("a spread pipeline refuses devices that do not exist", "[gpu][spread][errors]") {

@@ -287,3 +287,39 @@ TEST_CASE("writing to a path that cannot be written throws pipeline_error", "[re
     CHECK(contains(e.what(), "No such file"));
   }
 }
+
+TEST_CASE("a spread run's report draws one row set per member", "[report][spread]") {
+  Report r = sample();
+  r.devices = {"m0 (device 0)", "m1 (device 1)"};
+  // Chunk 1 ran on member 1: its ops get that member's rows.
+  for (TimedOp& op : r.ops) op.device = op.chunk == 1 ? 1 : 0;
+  const std::string text = ascii_timeline(r, 50);
+  INFO(text);
+  const std::vector<std::string> lines = lines_of(text);
+  REQUIRE(lines.size() >= 7);
+  // Member by member, each in data-flow order, and no second lane: the
+  // overlapping copies in are on different members now.
+  CHECK(starts_with(lines[1], "m0 (device 0) H2D "));
+  CHECK(starts_with(lines[2], "m0 (device 0) stage 0 "));
+  CHECK(starts_with(lines[3], "m0 (device 0) D2H "));
+  CHECK(starts_with(lines[4], "m1 (device 1) H2D "));
+  CHECK(starts_with(lines[5], "m1 (device 1) stage 0 "));
+  CHECK(starts_with(lines[6], "m1 (device 1) D2H "));
+  CHECK(!contains(text, "#2"));
+  CHECK(lines[1].find('1') == std::string::npos);
+  CHECK(lines[4].find('0', std::string("m1 (device 1) H2D ").size()) == std::string::npos);
+
+  // The table names the members and counts each kind's busy time once.
+  std::ostringstream table;
+  table << r;
+  INFO(table.str());
+  CHECK(contains(table.str(), "over 2 members: m0 (device 0), m1 (device 1)"));
+  CHECK(count(table.str(), "H2D ") == 1);
+  CHECK(contains(table.str(), "H2D 3.000 ms"));  // [0, 2] on one, [1, 3] on the other: their union
+
+  const auto svg_path = temp("spread.svg");
+  write_svg(r, svg_path.string());
+  const std::string svg = read(svg_path);
+  CHECK(contains(svg, ">m1 (device 1) stage 0<"));
+  std::filesystem::remove(svg_path);
+}

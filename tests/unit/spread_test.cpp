@@ -569,3 +569,71 @@ TEST_CASE("a spread PerChunk lands each chunk's record in place, or hands it to 
   REQUIRE(seen.size() == chunks);
   for (std::size_t c = 0; c < chunks; ++c) CHECK(seen[c] == c);
 }
+
+TEST_CASE("a spread run's report puts every piece on one time axis", "[spread][report]") {
+  // Two members; member 1's clock started 2 ms (host time) after member
+  // 0's. Member 0 ran pieces 0 and 2 (its second piece 10 ms after its
+  // first on its own clock), member 1 piece 1.
+  auto piece = [](std::size_t member, std::size_t first_chunk, long long zero_ns, double clock_ms,
+                  std::size_t own_chunk) {
+    detail::PieceReport p;
+    p.member = member;
+    p.first_chunk = first_chunk;
+    Report& r = p.report;
+    r.label = "stage_streams, depth 3";
+    r.policy = Policy::stage_streams;
+    r.depth = 3;
+    r.chunk_elems = 1000;
+    r.chunks = 2;
+    r.elems = 2000;
+    r.bytes_in = r.bytes_out = 8000;
+    r.queues = {{QueueKind::device, "h2d"}, {QueueKind::device, "stage 0"}, {QueueKind::device, "d2h"}};
+    r.clock_zero_ns = zero_ns;
+    r.clock_ms = clock_ms;
+    for (std::size_t c = 0; c < 2; ++c) {
+      const double t = static_cast<double>(c);
+      TimedOp in, k, out;
+      in.kind = OpKind::h2d, in.queue = 0, in.start_ms = t, in.end_ms = t + 1;
+      k.kind = OpKind::stage, k.stage = 0, k.queue = 1, k.start_ms = t + 1, k.end_ms = t + 1.5;
+      out.kind = OpKind::d2h, out.queue = 2, out.start_ms = t + 1.5, out.end_ms = t + 2.5;
+      for (TimedOp* op : {&in, &k, &out}) {
+        op->chunk = own_chunk + c;  // numbered across the member's runs
+        r.ops.push_back(*op);
+      }
+    }
+    return p;
+  };
+  const long long zero = 5'000'000'000;
+  std::vector<detail::PieceReport> pieces = {piece(0, 4, zero, 10.0, 2), piece(1, 2, zero + 2'000'000, 0.5, 0),
+                                             piece(0, 0, zero, 0.0, 0)};
+  LinkModel link;
+  link.h2d_gbps = link.d2h_gbps = 1.0;
+  const Report r = detail::spread_report(pieces, {"m0 (device 0)", "m1 (device 0)"}, link);
+  CHECK(r.devices.size() == 2);
+  CHECK(r.chunks == 6);
+  CHECK(r.elems == 6000);
+  CHECK(r.bytes_in == 24000);
+  CHECK(r.link.h2d_gbps == 1.0);
+  CHECK(contains(r.label, "spread over 2 members"));
+  REQUIRE(r.queues.size() == 6);
+  CHECK(r.queues[0].name == "m0 (device 0) h2d");
+  CHECK(r.queues[5].name == "m1 (device 0) d2h");
+  REQUIRE(r.ops.size() == 18);
+  // Pieces in run order; chunks numbered as the run's; each member's ops on
+  // its own queues; times moved by the piece's clock and its member's zero.
+  for (std::size_t i = 0; i < r.ops.size(); ++i) {
+    const TimedOp& op = r.ops[i];
+    INFO("op " << i);
+    CHECK(op.id == i);
+    CHECK(op.chunk == i / 3);
+    const int member = op.chunk == 2 || op.chunk == 3 ? 1 : 0;
+    CHECK(op.device == member);
+    CHECK(op.queue >= 3 * member);
+    CHECK(op.queue < 3 * member + 3);
+  }
+  CHECK(r.ops[0].start_ms == 0.0);                    // piece 0's copy in, the earliest op
+  CHECK(std::abs(r.ops[6].start_ms - 2.5) < 1e-9);    // piece 1: 2 ms later zero, 0.5 ms on its clock
+  CHECK(std::abs(r.ops[12].start_ms - 10.0) < 1e-9);  // piece 2: 10 ms on member 0's clock
+  CHECK(std::abs(makespan_ms(r) - 13.5) < 1e-9);
+  CHECK(detail::spread_report({}, {"m0"}, LinkModel{}).ops.empty());
+}

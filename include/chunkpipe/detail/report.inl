@@ -47,13 +47,15 @@ inline double start_ms(const Report& r) {
   return t;
 }
 
-/// One row of a picture: one kind of work (one lane of it).
+/// One row of a picture: one kind of work (one lane of it), of one member
+/// of a spread run.
 struct ReportRow {
   OpKind kind;
   int stage;
   int lane;
   std::string name;
   std::vector<std::size_t> ops;  ///< indices into Report::ops, by start
+  int device = 0;                ///< TimedOp::device
 };
 
 inline std::string row_name(OpKind kind, int stage) {
@@ -68,15 +70,23 @@ inline std::string row_name(OpKind kind, int stage) {
 }
 
 /// Rows in the order data flows (host-in, H2D, stages, D2H, host-out), only
-/// those that have ops. Ops of one kind that really overlap (more than the
-/// ~1 us resolution of CUDA events) go to a further lane of the row, so no
-/// picture ever hides one op under another.
+/// those that have ops; for a spread run (Report::devices) one such set per
+/// member, named after it. Ops of one kind that really overlap (more than
+/// the ~1 us resolution of CUDA events) go to a further lane of the row, so
+/// no picture ever hides one op under another.
 inline std::vector<ReportRow> report_rows(const Report& r) {
   std::vector<std::size_t> order(r.ops.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const bool spread = !r.devices.empty();
   auto key = [&](std::size_t i) {
     const TimedOp& op = r.ops[i];
-    return std::make_tuple(static_cast<int>(op.kind), op.kind == OpKind::stage ? op.stage : -1, op.start_ms, op.id);
+    return std::make_tuple(spread ? op.device : 0, static_cast<int>(op.kind), op.kind == OpKind::stage ? op.stage : -1,
+                           op.start_ms, op.id);
+  };
+  auto name = [&](const TimedOp& op, int stage) {
+    if (!spread) return row_name(op.kind, stage);
+    const auto d = static_cast<std::size_t>(op.device);
+    return (d < r.devices.size() ? r.devices[d] : "m" + std::to_string(op.device)) + " " + row_name(op.kind, stage);
   };
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return key(a) < key(b); });
 
@@ -87,17 +97,19 @@ inline std::vector<ReportRow> report_rows(const Report& r) {
   for (std::size_t i : order) {
     const TimedOp& op = r.ops[i];
     const int stage = op.kind == OpKind::stage ? op.stage : -1;
-    if (rows.empty() || rows[first_of_kind].kind != op.kind || rows[first_of_kind].stage != stage) {
+    const int device = spread ? op.device : 0;
+    if (rows.empty() || rows[first_of_kind].kind != op.kind || rows[first_of_kind].stage != stage ||
+        rows[first_of_kind].device != device) {
       first_of_kind = rows.size();
-      rows.push_back({op.kind, stage, 0, row_name(op.kind, stage), {}});
+      rows.push_back({op.kind, stage, 0, name(op, stage), {}, device});
       lane_end.assign(1, -1e300);
     }
     std::size_t lane = 0;
     while (lane < lane_end.size() && lane_end[lane] > op.start_ms + tolerance_ms) ++lane;
     if (lane == lane_end.size()) {
       lane_end.push_back(-1e300);
-      rows.push_back({op.kind, stage, static_cast<int>(lane),
-                      row_name(op.kind, stage) + " #" + std::to_string(lane + 1), {}});
+      rows.push_back({op.kind, stage, static_cast<int>(lane), name(op, stage) + " #" + std::to_string(lane + 1), {},
+                      device});
     }
     lane_end[lane] = std::max(lane_end[lane], op.end_ms);
     rows[first_of_kind + lane].ops.push_back(i);
@@ -314,13 +326,22 @@ inline std::ostream& operator<<(std::ostream& os, const Report& r) {
       << detail::format_bytes(per_elem_out * static_cast<double>(r.chunk_elems)) << " out)";
   }
   s << '\n';
+  if (!r.devices.empty()) {
+    s << "  spread    over " << r.devices.size() << " members:";
+    for (std::size_t d = 0; d < r.devices.size(); ++d) s << (d == 0 ? " " : ", ") << r.devices[d];
+    s << '\n';
+  }
   s << "  busy      ";
   const std::vector<detail::ReportRow> rows = detail::report_rows(r);
   bool first = true;
+  std::vector<std::pair<OpKind, int>> shown;  // a spread run's kinds, each once: busy_ms counts every member
   for (const detail::ReportRow& row : rows) {
     if (row.lane != 0) continue;
-    s << (first ? "" : " | ") << row.name << ' '
-      << fixed(busy_ms(r, row.kind, row.kind == OpKind::stage ? row.stage : -1), 3) << " ms";
+    const std::pair<OpKind, int> kind{row.kind, row.kind == OpKind::stage ? row.stage : -1};
+    if (std::find(shown.begin(), shown.end(), kind) != shown.end()) continue;
+    shown.push_back(kind);
+    s << (first ? "" : " | ") << detail::row_name(kind.first, kind.second) << ' '
+      << fixed(busy_ms(r, kind.first, kind.second), 3) << " ms";
     first = false;
   }
   if (first) s << "nothing ran";
@@ -455,7 +476,10 @@ inline void write_svg(const Report& r, const std::string& path) {
   const double t0 = detail::start_ms(r);
   const double span = makespan_ms(r);
 
-  const double left = 96, right = 36, top = 58, row_h = 26, gap = 8, plot_w = 1000;
+  std::size_t longest = 0;  // a spread run's row names carry the member's
+  for (const auto& row : rows) longest = std::max(longest, row.name.size());
+  const double left = std::max(96.0, 7.0 * static_cast<double>(longest) + 20.0), right = 36, top = 58, row_h = 26,
+               gap = 8, plot_w = 1000;
   const double plot_h = static_cast<double>(rows.size()) * (row_h + gap);
   const double width = left + plot_w + right;
   const double height = top + plot_h + 46;

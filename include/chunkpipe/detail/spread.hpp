@@ -41,6 +41,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/options.hpp>
+#include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
@@ -56,6 +57,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -176,6 +178,91 @@ class PieceBook {
   bool delivering_ = false;        // a thread holds pieces to deliver
   std::exception_ptr error_;
 };
+
+/// One piece of a spread run as its member measured it (a profiled run).
+struct PieceReport {
+  std::size_t member = 0;       ///< which member ran it
+  std::size_t first_chunk = 0;  ///< the spread run's number of the piece's chunk 0
+  Report report;
+};
+
+/// A spread run's report from its pieces' reports: every op on one time
+/// axis, each piece's moved by where it sits on its member's profiling
+/// clock (Report::clock_ms) and the members' clocks lined up at their
+/// zeros by the host clock (Report::clock_zero_ns), the earliest op at 0;
+/// chunks numbered as the run's; queues the members' own, named after
+/// their member (`names`), which TimedOp::device and Report::devices say.
+/// `link`: what the floor is computed against (unknown: bandwidths 0).
+/// Host-only; throws only std::bad_alloc.
+inline Report spread_report(std::vector<PieceReport> pieces, std::vector<std::string> names, const LinkModel& link) {
+  Report out;
+  out.devices = std::move(names);
+  out.link = link;
+  if (pieces.empty()) return out;
+  std::sort(pieces.begin(), pieces.end(),
+            [](const PieceReport& a, const PieceReport& b) { return a.first_chunk < b.first_chunk; });
+  const Report& first = pieces.front().report;
+  out.label = "spread over " + std::to_string(out.devices.size()) + " members, each " + first.label;
+  out.policy = first.policy;
+  out.depth = first.depth;
+  out.chunk_elems = first.chunk_elems;
+  out.executor = first.executor;
+  // Each member's queues once, in member order: a member's schedule keeps
+  // its queues for its life, so every piece of it names the same ones.
+  std::vector<std::size_t> queue_base(out.devices.size(), 0);
+  std::vector<bool> have(out.devices.size(), false);
+  std::vector<std::vector<Queue>> queues(out.devices.size());
+  long long zero = 0;
+  bool any = false;
+  for (const PieceReport& p : pieces) {
+    if (p.member >= queues.size()) continue;
+    if (queues[p.member].size() < p.report.queues.size()) queues[p.member] = p.report.queues;
+    if (!any || p.report.clock_zero_ns < zero) zero = p.report.clock_zero_ns;
+    any = true;
+  }
+  for (std::size_t m = 0; m < queues.size(); ++m) {
+    queue_base[m] = out.queues.size();
+    for (const Queue& q : queues[m]) out.queues.push_back({q.kind, out.devices[m] + " " + q.name});
+  }
+  for (const PieceReport& p : pieces) {
+    const Report& r = p.report;
+    const double shift = static_cast<double>(r.clock_zero_ns - zero) * 1e-6 + r.clock_ms;
+    std::size_t base_chunk = 0;  // the piece's own number of its chunk 0
+    bool found = false;
+    for (const TimedOp& op : r.ops) {
+      if (!found || op.chunk < base_chunk) base_chunk = op.chunk;
+      found = true;
+    }
+    for (TimedOp op : r.ops) {
+      op.start_ms += shift;
+      op.end_ms += shift;
+      op.chunk = p.first_chunk + (op.chunk - base_chunk);
+      op.device = static_cast<int>(p.member);
+      if (p.member < queue_base.size()) op.queue += static_cast<int>(queue_base[p.member]);
+      out.ops.push_back(op);
+    }
+    out.chunks += r.chunks;
+    out.elems += r.elems;
+    out.bytes_in += r.bytes_in;
+    out.bytes_out += r.bytes_out;
+    if (out.executor_note.empty()) out.executor_note = r.executor_note;
+    if (out.decision.empty()) out.decision = r.decision;
+  }
+  double t0 = 0.0;
+  for (std::size_t i = 0; i < out.ops.size(); ++i) t0 = i == 0 ? out.ops[i].start_ms : std::min(t0, out.ops[i].start_ms);
+  for (std::size_t i = 0; i < out.ops.size(); ++i) {
+    out.ops[i].start_ms -= t0;
+    out.ops[i].end_ms -= t0;
+    out.ops[i].id = i;  // issue order within each piece, pieces in run order
+  }
+  return out;
+}
+
+/// Whether a pipeline type profiles its runs (has report()).
+template <class P, class = void>
+struct has_report : std::false_type {};
+template <class P>
+struct has_report<P, std::void_t<decltype(std::declval<const P&>().report())>> : std::true_type {};
 
 template <class T>
 HostSpan<T> slice(const HostSpan<T>& s, std::size_t first, std::size_t count) {
@@ -343,6 +430,35 @@ class Spread {
     return last_summary_;
   }
 
+  /// With Options::profile (GPU members): the latest run's timeline, every
+  /// piece's ops on one time axis, one row set per member in its pictures
+  /// (Report::devices, TimedOp::device; spread_report says how the
+  /// members' clocks are lined up). Profiling moves the timing a little,
+  /// as for one pipeline: each profiled piece starts only once its member's
+  /// first stream has finished what the pieces before it queued there.
+  /// Thread-safe; throws
+  /// pipeline_error when no profiled run has completed since the last that
+  /// failed.
+  template <class M = Member, std::enable_if_t<has_report<M>::value, int> = 0>
+  Report report() const {
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    if (!last_report_) {
+      throw pipeline_error(options_.profile ? "chunkpipe: no report: the latest spread run failed, or none has run"
+                                            : "chunkpipe: no report: set Options::profile and run first");
+    }
+    return *last_report_;
+  }
+
+  /// The members' names in reports: "m0 (device 0)", one per
+  /// Options::devices entry.
+  std::vector<std::string> member_names() const {
+    std::vector<std::string> names;
+    for (std::size_t m = 0; m < options_.devices.size(); ++m) {
+      names.push_back("m" + std::to_string(m) + " (device " + std::to_string(options_.devices[m]) + ")");
+    }
+    return names;
+  }
+
  private:
   // One run over its two sides. Under run_mutex_.
   template <class InSide, class OutSide>
@@ -357,9 +473,22 @@ class Spread {
     // while the oldest piece finishes, and no more.
     const std::size_t bound = sourced || sunk ? members_.size() * (ahead + 1) : limit;
     Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
+    {
+      std::lock_guard<std::mutex> lock(summary_mutex_);
+      last_report_.reset();  // a run that fails leaves none
+    }
     r.go();
+    std::optional<Report> report;
+    if (options_.profile && has_report<Member>::value) {
+      // One link for the floor where every member is the same device.
+      const bool one_device = std::all_of(options_.devices.begin(), options_.devices.end(),
+                                          [&](int d) { return d == options_.devices.front(); });
+      const LinkModel link = one_device && !r.reports.empty() ? r.reports.front().report.link : LinkModel{};
+      report = spread_report(std::move(r.reports), member_names(), link);
+    }
     std::lock_guard<std::mutex> lock(summary_mutex_);
     last_summary_ = r.summary;
+    last_report_ = std::move(report);
     return r.summary;
   }
 
@@ -444,7 +573,7 @@ class Spread {
       Member& member = *spread.members_[m];
       std::deque<std::pair<std::size_t, decltype(issue(member, 0))>> flight;
       auto finish_oldest = [&] {
-        finish(flight.front().first, flight.front().second);
+        finish(m, flight.front().first, flight.front().second);
         flight.pop_front();
       };
       try {
@@ -583,8 +712,15 @@ class Spread {
     }
 
     template <class Ticket>
-    void finish(std::size_t p, Ticket& ticket) {
+    void finish(std::size_t m, std::size_t p, Ticket& ticket) {
       ticket.wait();
+      if constexpr (has_report<Ticket>::value) {
+        if (spread.options_.profile) {
+          PieceReport r{m, p * spread.piece_units, ticket.report()};
+          std::lock_guard<std::mutex> lock(summary_mutex);
+          reports.push_back(std::move(r));
+        }
+      }
       deliver(book.done(p));
     }
     void finish_empty(std::size_t p) { deliver(book.done(p)); }
@@ -622,6 +758,7 @@ class Spread {
     const std::size_t bound;
     PieceBook book;
     std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
+    std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
     std::mutex read_mutex, summary_mutex;
     bool ended = false;    // under read_mutex
     std::size_t read = 0;  // under read_mutex; read once the threads joined
@@ -651,6 +788,7 @@ class Spread {
   std::mutex run_mutex_, pool_mutex_;
   mutable std::mutex summary_mutex_;
   SpreadSummary last_summary_;
+  std::optional<Report> last_report_;
   std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
   std::vector<Slot> pool_records_;        // a folding run's records
 };

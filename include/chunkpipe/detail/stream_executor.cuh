@@ -122,6 +122,15 @@ class StreamExecutor {
     if (st.profile) {
       // One origin for every stream's timings. Every stream waits for it, so
       // a profiled run does not overlap the work queued before it.
+      if (!clock_zero_) {
+        // The schedule's profiling clock starts here (Report::clock_ms).
+        auto zero = std::make_shared<Event>(Event::create(true));
+        CHUNKPIPE_CUDA_TRY(cudaEventRecord(zero->get(), streams_[0].get()));
+        host_clock_zero_ = std::chrono::steady_clock::now();
+        clock_zero_ = std::move(zero);
+      }
+      st.clock_zero = clock_zero_;
+      st.host_clock_zero = host_clock_zero_;
       st.origin = Event::create(true);
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(st.origin.get(), streams_[0].get()));
       st.host_origin = std::chrono::steady_clock::now();
@@ -468,6 +477,9 @@ class StreamExecutor {
   bool logging_ = false;
   std::vector<Op> log_;
   Calibration* calibration_ = nullptr;
+  // Profiling's clock (Report::clock_ms): zero at the first profiled run.
+  std::shared_ptr<const Event> clock_zero_;
+  std::chrono::steady_clock::time_point host_clock_zero_;
 };
 
 }  // namespace chunkpipe::detail
