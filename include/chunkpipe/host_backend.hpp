@@ -343,6 +343,8 @@ class HostPipeline {
   }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return engine_->front.per_record(); }
+  // The host backend does not profile: nothing to restart.
+  void restart_profile_clock() noexcept {}
 
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records); `label`, what its

@@ -264,6 +264,8 @@ class ChunkedPipeline {
   }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return runner_->front().per_record(); }
+  // The next profiled run starts the profiling clock again (Report::clock_ms).
+  void restart_profile_clock() { runner_->restart_profile_clock(); }
 
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };

@@ -64,7 +64,7 @@ struct Report {
   /// For a run issued after the automatic policy's calibration decided
   /// (ChunkedPipeline::decision()): why it got the kernel lanes it has.
   std::string decision;
-  /// A spread run's members, one name each ("m0 (GPU 0)"), which
+  /// A spread run's members, one name each ("m0 (device 0)"), which
   /// TimedOp::device indexes; pictures then draw one row set per member.
   /// Empty for a run of one pipeline.
   std::vector<std::string> devices;

@@ -317,6 +317,9 @@ inline bool RunState::ready() {
 
 inline void RunState::build_report() {
   report.ops.clear();
+  // Done by now (wait() found every stream past it), but an origin no
+  // timed device op follows is waited for rather than assumed.
+  if (origin) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(origin.get()));
   for (const Timed& t : timed) {
     TimedOp op = t.op;
     if (t.start) {

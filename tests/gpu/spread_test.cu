@@ -366,6 +366,11 @@ TEST_CASE("a profiled spread run reports every piece on one time axis, one row s
   CHECK(crossings > 0);  // the check above did span pieces
   const std::string text = ascii_timeline(r, 80);
   CHECK(text.find("m1 (device " + std::to_string(dev) + ") H2D") != std::string::npos);
+
+  // A run that fails leaves no report behind.
+  std::vector<float> short_out(n - 1);
+  CHECK(contains(thrown_by([&] { spread.run(in, short_out); }), "input elements"));
+  CHECK(contains(thrown_by([&] { (void)spread.report(); }), "no report"));
 }
 
 TEST_CASE("a spread pipeline refuses devices that do not exist", "[gpu][spread][errors]") {

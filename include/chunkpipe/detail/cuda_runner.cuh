@@ -185,6 +185,13 @@ class CudaRunner {
 
   /// Waits for every run queued so far, ignoring their errors (their
   /// tickets report them). Blocks.
+  /// The next profiled run records a fresh zero for Report::clock_ms.
+  /// Runs in flight keep theirs. Never blocks beyond the issue lock.
+  void restart_profile_clock() {
+    std::lock_guard<std::mutex> lock(issue_mutex_);
+    exec_.restart_clock();
+  }
+
   void wait_all() {
     {
       std::lock_guard<std::mutex> lock(submit_mutex_);
@@ -754,7 +761,7 @@ class CudaRunner {
     if (o.executor == Executor::streams) return Executor::streams;
     if (labelled) {
       if (o.executor == Executor::graphs) {
-        note = "a spread run's piece: its ChunkFn stages see the spread run's chunk numbers, which differ from "
+        note = "a spread run's piece: its stages see the spread run's chunk numbers and offsets, which differ from "
                "piece to piece, where a graph replays the launches of the piece it was built for";
         std::lock_guard<std::mutex> lock(stats_mutex_);
         ++graph_stats_.on_streams;

@@ -68,6 +68,13 @@ struct RunAccess {
   static std::size_t per_record(const Pipeline& p) noexcept {
     return p.per_record();
   }
+  /// The next profiled run of `p` starts its profiling clock again
+  /// (Report::clock_ms); a pipeline that does not profile ignores it.
+  /// Call with none of p's runs in flight.
+  template <class Pipeline>
+  static void restart_profile_clock(Pipeline& p) {
+    p.restart_profile_clock();
+  }
 };
 
 /// What one op does within its run.

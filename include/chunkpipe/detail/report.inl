@@ -334,7 +334,7 @@ inline std::ostream& operator<<(std::ostream& os, const Report& r) {
   s << "  busy      ";
   const std::vector<detail::ReportRow> rows = detail::report_rows(r);
   bool first = true;
-  std::vector<std::pair<OpKind, int>> shown;  // a spread run's kinds, each once: busy_ms counts every member
+  std::vector<std::pair<OpKind, int>> shown;  // a spread run's kinds, each once: busy_ms is the union over members
   for (const detail::ReportRow& row : rows) {
     if (row.lane != 0) continue;
     const std::pair<OpKind, int> kind{row.kind, row.kind == OpKind::stage ? row.stage : -1};

@@ -210,7 +210,6 @@ inline Report spread_report(std::vector<PieceReport> pieces, std::vector<std::st
   // Each member's queues once, in member order: a member's schedule keeps
   // its queues for its life, so every piece of it names the same ones.
   std::vector<std::size_t> queue_base(out.devices.size(), 0);
-  std::vector<bool> have(out.devices.size(), false);
   std::vector<std::vector<Queue>> queues(out.devices.size());
   long long zero = 0;
   bool any = false;
@@ -285,9 +284,9 @@ template <class F, class... X>
 struct is_chunk_fn<ChunkFn<F, X...>> : std::true_type {};
 
 /// Spread<Member, Buffer>: see the top of this file. Member is a pipeline
-/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map and ChunkFn
-/// stages (a ChunkFn sees the spread run's chunk numbers and offsets, as
-/// with one pipeline); Buffer<T> is a piece buffer: constructible from an element
+/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map, ChunkFn and
+/// record stages (a ChunkFn sees the spread run's chunk numbers and
+/// offsets, as with one pipeline); Buffer<T> is a piece buffer: constructible from an element
 /// count, with data() and a static Memory `memory` saying how it is held
 /// (pinned memory for a GPU member).
 template <class M>
@@ -339,6 +338,7 @@ class Spread {
   /// share), and what a member's constructor throws.
   template <class... S>
   explicit Spread(const Options& options, const S&... stages) : options_(options) {
+    static_assert(sizeof...(S) == Front::stage_count, "chunkpipe: a spread pipeline takes one argument per stage");
     validate_options(options);
     if (options.devices.empty()) {
       throw config_error("chunkpipe: a spread pipeline needs Options::devices (one entry per member pipeline)");
@@ -389,6 +389,7 @@ class Spread {
   template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   SpreadSummary run(In&& in, Out&& out) {
     std::lock_guard<std::mutex> one_run(run_mutex_);  // the piece buffers are the spread's
+    forget_last();
     return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out)));
   }
 
@@ -405,6 +406,7 @@ class Spread {
   auto run(In&& in) {
     using R = typename fold_traits<typename Front::last_stage>::result;
     std::lock_guard<std::mutex> one_run(run_mutex_);
+    forget_last();
     auto ins = as_inputs(std::forward<In>(in));
     const std::size_t n = input_length(ins);
     const std::shared_ptr<Folding<R>> folding = make_folding_();
@@ -423,8 +425,9 @@ class Spread {
     return folding->result();
   }
 
-  /// How the pieces of the latest run(in) of a folding pipeline went (run(in,
-  /// out) returns its own). Thread-safe.
+  /// How the pieces of the latest run went (run(in, out) also returns it;
+  /// run(in) of a folding pipeline returns the result instead): empty while
+  /// a run is in progress and after one that failed. Thread-safe.
   SpreadSummary last_summary() const {
     std::lock_guard<std::mutex> lock(summary_mutex_);
     return last_summary_;
@@ -437,8 +440,8 @@ class Spread {
   /// as for one pipeline: each profiled piece starts only once its member's
   /// first stream has finished what the pieces before it queued there.
   /// Thread-safe; throws
-  /// pipeline_error when no profiled run has completed since the last that
-  /// failed.
+  /// pipeline_error while a run is in progress, after one that failed, and
+  /// before the first.
   template <class M = Member, std::enable_if_t<has_report<M>::value, int> = 0>
   Report report() const {
     std::lock_guard<std::mutex> lock(summary_mutex_);
@@ -460,6 +463,13 @@ class Spread {
   }
 
  private:
+  // A run starts: what the one before left is no longer the latest.
+  void forget_last() {
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    last_summary_ = SpreadSummary{};
+    last_report_.reset();
+  }
+
   // One run over its two sides. Under run_mutex_.
   template <class InSide, class OutSide>
   SpreadSummary run_sides(InSide ins, OutSide outs) {
@@ -473,13 +483,15 @@ class Spread {
     // while the oldest piece finishes, and no more.
     const std::size_t bound = sourced || sunk ? members_.size() * (ahead + 1) : limit;
     Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
-    {
-      std::lock_guard<std::mutex> lock(summary_mutex_);
-      last_report_.reset();  // a run that fails leaves none
+    if (options_.profile) {
+      // Every member's profiling clock starts again with this run, so the
+      // members' zeros are close in time and the float event intervals
+      // from them stay short (Report::clock_ms).
+      for (auto& m : members_) RunAccess::restart_profile_clock(*m);
     }
     r.go();
     std::optional<Report> report;
-    if (options_.profile && has_report<Member>::value) {
+    if (has_report<Member>::value && options_.profile) {
       // One link for the floor where every member is the same device.
       const bool one_device = std::all_of(options_.devices.begin(), options_.devices.end(),
                                           [&](int d) { return d == options_.devices.front(); });

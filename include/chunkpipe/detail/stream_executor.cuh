@@ -109,6 +109,9 @@ class StreamExecutor {
   const std::vector<Op>& log() const noexcept { return log_; }
 
   cudaStream_t stream(std::size_t q) const noexcept { return streams_[q].get(); }
+
+  /// The next profiled run records a new zero (runs in flight keep theirs).
+  void restart_clock() noexcept { clock_zero_.reset(); }
   std::size_t device_queues() const noexcept { return device_queues_; }
 
   void begin_run(Run& run, std::size_t first_chunk) {
