@@ -338,13 +338,17 @@ TEST_CASE("a profiled spread run reports every piece on one time axis, one row s
   CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<long>(seen.size()));
   CHECK(std::min(per_member[0], per_member[1]) >= 1);
   const double tol = 2e-3;  // ms: CUDA events resolve about half a microsecond
+  // Across streams the timing events of two ops are stamped by different
+  // engines after the one that orders them: under racecheck a copy out's
+  // start came 2.9 us before its kernel's end (2026-12-03), so allow 10.
+  const double across = 1e-2;
   for (std::size_t c = 0; c < s.chunks; ++c) {
     const TimedOp *a = of[3 * c], *k = of[3 * c + 1], *d = of[3 * c + 2];
     if (!a || !k || !d) continue;
     CHECK(a->device == k->device);
     CHECK(k->device == d->device);
-    CHECK(a->end_ms <= k->start_ms + tol);
-    CHECK(k->end_ms <= d->start_ms + tol);
+    CHECK(a->end_ms <= k->start_ms + across);
+    CHECK(k->end_ms <= d->start_ms + across);
   }
   // A stream runs one op at a time, also across pieces: each piece's clock
   // (where it sits on its member's) lines its ops up with the pieces'
