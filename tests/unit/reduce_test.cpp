@@ -9,6 +9,7 @@
 #include "catch.hpp"
 #include "replay.hpp"
 #include "thrown.hpp"
+#include "trace_records.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -294,24 +295,9 @@ TEST_CASE("a folding run that fails reports its error from get()") {
   CHECK(pipe.run(ones) == 3000.f);
 }
 
-namespace {
-// A merge that depends on order: the chunks' offsets, as a polynomial hash.
-struct Trace {
-  std::uint64_t hash, chunks;
-};
-struct TraceChunk {
-  template <class Ctx>
-  void operator()(Ctx& ctx) const {
-    ctx.template out<0>()[0] = Trace{ctx.offset + 1, 1};
-  }
-};
-struct MergeTrace {
-  void operator()(Trace& total, const Trace& chunk) const {
-    total.hash = total.hash * 1000003u + chunk.hash;
-    total.chunks += chunk.chunks;
-  }
-};
-}  // namespace
+using test_support::MergeTrace;
+using test_support::Trace;
+using test_support::TraceChunk;
 
 TEST_CASE("an Accumulate merges its records in chunk order, from ranges and from a Source") {
   const std::size_t n = 50000, chunk = 777;

@@ -12,6 +12,7 @@
 #include "ordered_sink.hpp"
 #include "replay.hpp"
 #include "thrown.hpp"
+#include "trace_records.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -445,23 +446,9 @@ std::vector<float> noisy(std::size_t n) {
   return v;
 }
 
-// An Accumulate whose merge depends on order and whose records on the
-// context's offsets: the chunks' offsets as a polynomial hash.
-struct Trace {
-  std::uint64_t hash, chunks;
-};
-struct TraceChunk {
-  template <class Ctx>
-  void operator()(Ctx& ctx) const {
-    ctx.template out<0>()[0] = Trace{ctx.offset + 1, 1};
-  }
-};
-struct MergeTrace {
-  void operator()(Trace& total, const Trace& chunk) const {
-    total.hash = total.hash * 1000003u + chunk.hash;
-    total.chunks += chunk.chunks;
-  }
-};
+using test_support::MergeTrace;
+using test_support::Trace;
+using test_support::TraceChunk;
 
 // A PerChunk record: the chunk's number, offset, count and a checksum.
 struct Tag {
