@@ -19,6 +19,7 @@
 // beat the hand-written ring of its own unit at every point.
 #include <chunkpipe/pipeline.cuh>
 
+#include "pipeline_variant.hpp"
 #include "probe.hpp"
 
 #include <memory>
@@ -62,25 +63,12 @@ int main() {
 
   using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<probe::Fma>>;
   std::vector<std::unique_ptr<Pipe>> pipes;
-  std::vector<std::unique_ptr<std::optional<chunkpipe::RunTicket>>> tickets;
   std::vector<probe::Variant> vs;
   for (int iters : {0, 512, 2048}) {
     pipes.push_back(std::make_unique<Pipe>(chunkpipe::Options{}, chunkpipe::Map<probe::Fma>{{iters}}));
-    tickets.push_back(std::make_unique<std::optional<chunkpipe::RunTicket>>());
-    Pipe* p = pipes.back().get();
-    auto* t = tickets.back().get();
     char name[96];
     std::snprintf(name, sizeof name, "fma %4d chunkpipe default", iters);
-    vs.push_back({name,
-                  [=, &host] {
-                    t->emplace(p->run_async(chunkpipe::pinned(chunkpipe::host_span(host.in, total)),
-                                            chunkpipe::pinned(chunkpipe::host_span(host.out, total))));
-                  },
-                  [=](cudaStream_t st) { (*t)->enqueue_wait(::cuda::stream_ref(st)); },
-                  [=] {
-                    (*t)->wait();
-                    t->reset();
-                  }});
+    vs.push_back(probe::pipeline_variant(name, *pipes.back(), host));
     struct Cfg {
       std::size_t unit_mib;
       int levels, depth;

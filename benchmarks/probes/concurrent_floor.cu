@@ -14,6 +14,7 @@
 //   build-gpu/benchmarks/probe_concurrent_floor
 #include <chunkpipe/pipeline.cuh>
 
+#include "pipeline_variant.hpp"
 #include "probe.hpp"
 
 #include <memory>
@@ -38,7 +39,6 @@ int main() {
 
   using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<probe::Fma>>;
   std::vector<std::unique_ptr<Pipe>> pipes;
-  std::vector<std::unique_ptr<std::optional<chunkpipe::RunTicket>>> tickets;
   std::vector<probe::Variant> vs;
   for (int iters : {0, 512, 2048, 4096}) {
     const probe::Fma f{iters};
@@ -65,20 +65,8 @@ int main() {
     std::snprintf(name, sizeof name, "fma %4d copies and 8 MiB kernels at once", iters);
     vs.push_back({name, [=] { copies(), kernel_pieces(); }, join});
     pipes.push_back(std::make_unique<Pipe>(chunkpipe::Options{}, chunkpipe::Map<probe::Fma>{f}));
-    tickets.push_back(std::make_unique<std::optional<chunkpipe::RunTicket>>());
-    Pipe* p = pipes.back().get();
-    auto* t = tickets.back().get();
     std::snprintf(name, sizeof name, "fma %4d chunkpipe default", iters);
-    vs.push_back({name,
-                  [=, &host] {
-                    t->emplace(p->run_async(chunkpipe::pinned(chunkpipe::host_span(host.in, total)),
-                                            chunkpipe::pinned(chunkpipe::host_span(host.out, total))));
-                  },
-                  [=](cudaStream_t st) { (*t)->enqueue_wait(::cuda::stream_ref(st)); },
-                  [=] {
-                    (*t)->wait();
-                    t->reset();
-                  }});
+    vs.push_back(probe::pipeline_variant(name, *pipes.back(), host));
   }
   probe::run_rounds(vs, 9, 3);
   return 0;

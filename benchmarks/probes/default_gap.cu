@@ -11,6 +11,7 @@
 //   build-gpu/benchmarks/probe_default_gap
 #include <chunkpipe/pipeline.cuh>
 
+#include "pipeline_variant.hpp"
 #include "probe.hpp"
 
 #include <memory>
@@ -19,10 +20,8 @@
 int main() {
   if (const int status = probe::require_gpu()) return status;
   const probe::Host host;
-  const std::size_t total = probe::Host::total;
   using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<probe::Fma>>;
   std::vector<std::unique_ptr<Pipe>> pipes;
-  std::vector<std::unique_ptr<std::optional<chunkpipe::RunTicket>>> tickets;
   std::vector<probe::Variant> vs;
   struct Cfg {
     const char* name;
@@ -43,22 +42,10 @@ int main() {
     };
     for (const Cfg& c : cfgs) {
       pipes.push_back(std::make_unique<Pipe>(c.o, chunkpipe::Map<probe::Fma>{{iters}}));
-      tickets.push_back(std::make_unique<std::optional<chunkpipe::RunTicket>>());
-      Pipe* p = pipes.back().get();
-      auto* t = tickets.back().get();
       char name[96];
       std::snprintf(name, sizeof name, "fma %4d %-22s unit %2zu MiB", iters, c.name,
-                    p->geometry().chunk_elems * sizeof(float) >> 20);
-      vs.push_back({name,
-                    [=, &host] {
-                      t->emplace(p->run_async(chunkpipe::pinned(chunkpipe::host_span(host.in, total)),
-                                              chunkpipe::pinned(chunkpipe::host_span(host.out, total))));
-                    },
-                    [=](cudaStream_t s) { (*t)->enqueue_wait(::cuda::stream_ref(s)); },
-                    [=] {
-                      (*t)->wait();
-                      t->reset();
-                    }});
+                    pipes.back()->geometry().chunk_elems * sizeof(float) >> 20);
+      vs.push_back(probe::pipeline_variant(name, *pipes.back(), host));
     }
   }
   probe::run_rounds(vs, 9, 5);
