@@ -341,6 +341,16 @@ class HostPipeline {
     return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), HostAfter{},
                  nullptr, nullptr, label);
   }
+  // The same for a pipeline whose last stage emits a count: get() on the
+  // ticket says how many elements the run wrote.
+  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  ResultTicket<std::size_t, HostTicket> labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
+    auto packed = std::make_shared<detail::Packed>();
+    HostTicket t = start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)),
+                         HostAfter{}, nullptr, packed, label);
+    return ResultTicket<std::size_t, HostTicket>(std::move(t),
+                                                 std::make_shared<detail::WrittenCount<detail::Packed>>(packed));
+  }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return engine_->front.per_record(); }
   // The host backend does not profile: nothing to restart.
@@ -459,10 +469,11 @@ class HostPipeline {
 /// Runs spread over virtual devices: one HostPipeline per entry of
 /// Options::devices (the ordinals are labels), each with its own schedule
 /// and slots, taking pieces of a run as it has room (detail/spread.hpp);
-/// Map, ChunkFn and record stages, a ChunkFn seeing the run's chunk
-/// numbers. How CI tests the spreading's order, bounds and failures.
+/// Map, ChunkFn, record, Filter and Emit stages, a ChunkFn seeing the run's
+/// chunk numbers. How CI tests the spreading's order, bounds and failures.
 /// Construct with Options and the stages; run(in, out) blocks and returns a
-/// SpreadSummary (run(in) a Reduce's or Accumulate's result).
+/// SpreadSummary (a Filter's or Emit's count; run(in) a Reduce's or
+/// Accumulate's result).
 template <class... Stages>
 using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
 

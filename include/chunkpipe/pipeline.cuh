@@ -262,6 +262,12 @@ class ChunkedPipeline {
   RunTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}, label);
   }
+  // The same for a pipeline whose last stage emits a count: get() on the
+  // ticket says how many elements the run wrote.
+  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  ResultTicket<std::size_t, RunTicket> labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
+    return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), After{}, label);
+  }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return runner_->front().per_record(); }
   // The next profiled run starts the profiling clock again (Report::clock_ms).
@@ -317,18 +323,23 @@ struct PinnedPieceBuffer {
 /// Sink fed in chunk order. Map, ChunkFn and record stages (a ChunkFn's
 /// context gives the run's chunk numbers, offsets and counts, as with one
 /// pipeline; a Reduce or Accumulate run returns one pipeline's result, to
-/// the bit; Filter and Emit are not spread); each member has its own copy
-/// of the stages, called on its own thread.
+/// the bit; a Filter or Emit run packs what one pipeline packs and returns
+/// its count: each member packs its pieces into piece buffers, and they are
+/// placed, or handed to the Sink with the run's chunk numbers and offsets,
+/// in chunk order); each member has its own copy of the stages, called on
+/// its own thread.
 ///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
 ///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
 ///   chunkpipe::SpreadPipeline<chunkpipe::Reduce<float, Plus>> sum({.devices = {0, 1}}, chunkpipe::reduce(0.f, Plus{}));
 ///   float total = sum.run(in);                          // blocks
+///   std::size_t kept = keep.run(in, out);               // a Filter: blocks
 /// Construction throws config_error for an empty or bad device list,
 /// Options::device set, Staging::registered, and what a ChunkedPipeline's
 /// constructor throws; run() (Spread::run) throws config_error for bad
 /// ranges, overlaps included, before anything runs, pipeline_error for a
-/// Source that produced more than the outputs hold, and the first error of
-/// any member.
+/// Source that produced more than the outputs hold or a Filter or Emit that
+/// emitted more (after placing what fits, with one pipeline's message), and
+/// the first error of any member.
 template <class... Stages>
 using SpreadPipeline = detail::Spread<ChunkedPipeline<Stages...>, detail::PinnedPieceBuffer>;
 

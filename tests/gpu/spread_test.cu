@@ -300,6 +300,76 @@ TEST_CASE("a Reduce spread over the same GPU twice returns the bits one pipeline
   CHECK(spread.last_summary().elems == n);
 }
 
+namespace {
+struct KeepAbove {
+  float t;
+  CHUNKPIPE_HOST_DEVICE bool operator()(float x) const { return x > t; }
+};
+}  // namespace
+
+TEST_CASE("a Filter spread over the same GPU twice packs what one pipeline packs", "[gpu][spread][counted]") {
+  const int dev = current_device();
+  const Chain f{16};
+  using Keep = Filter<KeepAbove>;
+  SpreadPipeline<Map<Chain>, Keep> spread(spread_options(dev), Map<Chain>{f}, Keep{KeepAbove{0.1f}});
+  const std::size_t n = 20 * spread.piece_elems() + 12345;
+  PinnedArray<float> in(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i);
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  ChunkedPipeline<Map<Chain>, Keep> one(plain, Map<Chain>{f}, Keep{KeepAbove{0.1f}});
+  PinnedArray<float> want(n);
+  poison(want);
+  const std::size_t count = one.run(in, want);
+  std::size_t kept = 0;  // the host's count: the same FMAs in order
+  for (std::size_t i = 0; i < n; ++i) kept += f(in.data()[i]) > 0.1f;
+  REQUIRE(count == kept);
+  REQUIRE(count > n / 10);
+  REQUIRE(count < n - n / 10);
+
+  PinnedArray<float> out(n);
+  poison(out);
+  CHECK(spread.run(in, out) == count);
+  CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);  // the tail left poisoned too
+  const SpreadSummary s = spread.last_summary();
+  CHECK(s.written == count);
+  REQUIRE(s.pieces.size() == 2);
+  CHECK(s.pieces[0] + s.pieces[1] == 21);
+  CHECK(std::min(s.pieces[0], s.pieces[1]) >= 1);
+
+  // Into a Sink: the calls one pipeline makes, in the same order.
+  using Call = std::tuple<std::size_t, std::size_t, std::size_t>;
+  std::vector<Call> one_calls, spread_calls;
+  std::vector<float> one_data, spread_data;
+  auto log_into = [](std::vector<Call>& calls, std::vector<float>& data) {
+    return sink<float>([&calls, &data](std::size_t k, std::size_t at, ::cuda::std::span<const float> d) {
+      calls.emplace_back(k, at, d.size());
+      data.insert(data.end(), d.begin(), d.end());
+    });
+  };
+  CHECK(one.run(in, log_into(one_calls, one_data)) == count);
+  CHECK(spread.run(in, log_into(spread_calls, spread_data)) == count);
+  CHECK(spread_calls == one_calls);
+  CHECK(spread_data.size() == count);
+  CHECK(std::memcmp(spread_data.data(), want.data(), count * sizeof(float)) == 0);
+
+  // Pageable, and an output too short: what fits, and one pipeline's error.
+  std::vector<float> pageable(in.data(), in.data() + n), pout(n);
+  poison(pout);
+  CHECK(spread.run(pageable, pout) == count);
+  CHECK(std::memcmp(pout.data(), want.data(), n * sizeof(float)) == 0);
+  const std::size_t room = count / 2;
+  std::vector<float> short_one(count), short_spread(count);
+  poison(short_one);
+  poison(short_spread);
+  const std::string one_error = thrown_by([&] { (void)one.run(in, host_span(short_one.data(), room)); });
+  REQUIRE(contains(one_error, "emitted"));
+  CHECK(thrown_by([&] { (void)spread.run(in, host_span(short_spread.data(), room)); }) == one_error);
+  CHECK(std::memcmp(short_spread.data(), want.data(), room * sizeof(float)) == 0);
+  CHECK(std::memcmp(short_spread.data() + room, short_one.data() + room, (count - room) * sizeof(float)) == 0);
+  CHECK(spread.run(in, out) == count);
+}
+
 TEST_CASE("a profiled spread run reports every piece on one time axis, one row set per member", "[gpu][spread][report]") {
   const int dev = current_device();
   const Chain f{64};

@@ -583,6 +583,144 @@ TEST_CASE("a spread PerChunk lands each chunk's record in place, or hands it to 
                  "records output 0 holds"));
 }
 
+namespace {
+
+// Keeps what is above `t`: with t = 1.4, about a third of what Stalling
+// makes of values(), unevenly per chunk, and nothing in some chunks.
+struct Above {
+  float t;
+  bool operator()(float x) const { return x > t; }
+};
+
+// Every call a Sink got: (chunk, offset, elements), and the elements.
+struct CallLog {
+  std::vector<std::tuple<std::size_t, std::size_t, std::size_t>> calls;
+  std::vector<float> data;
+  auto sink() {
+    return chunkpipe::sink<float>([this](std::size_t k, std::size_t at, ::cuda::std::span<const float> d) {
+      calls.emplace_back(k, at, d.size());
+      data.insert(data.end(), d.begin(), d.end());
+    });
+  }
+};
+
+// Emits, for every element above zero, its value's bits and the run offset
+// its context gives it (ctx.offset): two outputs packed alike.
+struct OddOnes {
+  template <class Ctx>
+  void operator()(Ctx& ctx) const {
+    auto in = ctx.template in<0>();
+    auto bits = ctx.template out<0>();
+    auto at = ctx.template out<1>();
+    std::size_t k = 0;
+    for (std::size_t i = 0; i < ctx.count; ++i) {
+      if (in[i] > 0.f) {
+        std::memcpy(&bits[k], &in[i], sizeof(float));
+        at[k++] = static_cast<double>(ctx.offset + i) + 1e6 * static_cast<double>(ctx.chunk);
+      }
+    }
+    *ctx.produced = k;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a spread Filter packs what one pipeline packs, into ranges or a Sink, from ranges or a Source",
+          "[spread][counted]") {
+  constexpr float keep_above = 1.4f;
+  const std::size_t n = 25 * piece_elems + 321;
+  const std::vector<float> x = values(n);
+  using One = HostPipeline<Map<Stalling>, Filter<Above>>;
+  using Spread = HostSpreadPipeline<Map<Stalling>, Filter<Above>>;
+  std::atomic<int> one_calls{0};
+  One one(spread_options({}), Map<Stalling>{Stalling{&one_calls}}, Filter<Above>{Above{keep_above}});
+  std::vector<float> want(n, poison_value);
+  const std::size_t count = one.run(x, want);
+  std::size_t kept = 0;  // the host's own count, as a reference
+  for (float v : x) kept += std::fma(v, 2.0f, 1.0f) > keep_above;
+  REQUIRE(count == kept);
+  REQUIRE(count > n / 5);
+  REQUIRE(count < n / 2);
+  CallLog want_log;
+  REQUIRE(one.run(x, want_log.sink()) == count);
+  // Some chunks keep nothing and are not handed over.
+  REQUIRE(want_log.calls.size() < (n + 999) / 1000);
+
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1, 2}}) {
+    INFO(devices.size() << " members");
+    // The first piece stalls, so later pieces come done before it.
+    std::atomic<int> calls{0};
+    Spread spread(spread_options(devices), Map<Stalling>{Stalling{&calls, 200}}, Filter<Above>{Above{keep_above}});
+    std::vector<float> out(n, poison_value);
+    CHECK(spread.run(x, out) == count);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);  // the tail still poisoned
+    const SpreadSummary s = spread.last_summary();
+    CHECK(s.written == count);
+    CHECK(s.elems == n);
+    std::size_t pieces = 0;
+    for (std::size_t p : s.pieces) pieces += p;
+    CHECK(pieces == 26);
+
+    // A Sink gets the calls one pipeline makes, to the element.
+    CallLog log;
+    CHECK(spread.run(x, log.sink()) == count);
+    CHECK(log.calls == want_log.calls);
+    CHECK(log.data == want_log.data);
+
+    // From a Source, into ranges and into a Sink.
+    std::fill(out.begin(), out.end(), poison_value);
+    CHECK(spread.run(test_support::replay(x), out) == count);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    CallLog sourced;
+    CHECK(spread.run(test_support::replay(x), sourced.sink()) == count);
+    CHECK(sourced.calls == want_log.calls);
+    CHECK(sourced.data == want_log.data);
+
+    const std::vector<float> none;
+    std::vector<float> none_out;
+    CHECK(spread.run(none, none_out) == 0);
+  }
+
+  // An output too short gets what fits, nothing past it, and the error one
+  // pipeline gives; the spread goes on.
+  std::atomic<int> calls{0};
+  Spread spread(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 100}}, Filter<Above>{Above{keep_above}});
+  const std::size_t room = count / 2 + 3;
+  std::vector<float> one_buf(count, poison_value), spread_buf(count, poison_value);
+  const std::string one_error = thrown_by([&] { (void)one.run(x, host_span(one_buf.data(), room)); });
+  REQUIRE(contains(one_error, "emitted " + std::to_string(count) + " elements"));
+  CHECK(thrown_by([&] { (void)spread.run(x, host_span(spread_buf.data(), room)); }) == one_error);
+  CHECK(std::memcmp(spread_buf.data(), one_buf.data(), count * sizeof(float)) == 0);
+  CHECK(spread_buf[room] == poison_value);
+  CHECK(spread.last_summary().pieces.empty());
+  std::vector<float> out(n, poison_value);
+  CHECK(spread.run(x, out) == count);
+  CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+}
+
+TEST_CASE("a spread Emit sees the run's chunk numbers and offsets and packs its two outputs as one pipeline does",
+          "[spread][counted][chunk_fn]") {
+  const std::size_t n = 12 * piece_elems + 777;
+  const std::vector<float> x = values(n);
+  using E = Emit<OddOnes, std::uint32_t, double>;
+  std::atomic<int> one_calls{0};
+  HostPipeline<Map<Stalling>, E> one(spread_options({}), Map<Stalling>{Stalling{&one_calls}}, E{OddOnes{}});
+  std::vector<std::uint32_t> want_bits(n, 7);
+  std::vector<double> want_at(n, -1.0);
+  const std::size_t count = one.run(x, outputs(want_bits, want_at));
+  REQUIRE(count > n / 4);
+  REQUIRE(want_at[count - 1] > 1e6 * 12);  // the last chunks' numbers and offsets are the run's
+
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>, E> spread(spread_options({0, 1, 0}), Map<Stalling>{Stalling{&calls, 100}},
+                                              E{OddOnes{}});
+  std::vector<std::uint32_t> bits(n, 7);
+  std::vector<double> at(n, -1.0);
+  CHECK(spread.run(x, outputs(bits, at)) == count);
+  CHECK(bits == want_bits);
+  CHECK(std::memcmp(at.data(), want_at.data(), n * sizeof(double)) == 0);
+}
+
 TEST_CASE("a spread run's report puts every piece on one time axis", "[spread][report]") {
   // Two members; member 1's clock started 2 ms (host time) after member
   // 0's. Member 0 ran pieces 0 and 2 (its second piece 10 ms after its

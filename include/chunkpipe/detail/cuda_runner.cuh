@@ -176,10 +176,11 @@ class CudaRunner {
   /// Queues a run of a pipeline whose last stage emits a count (Filter,
   /// Emit); its ticket's get() says how many elements it wrote.
   template <class In, class Out>
-  ResultTicket<std::size_t, RunTicket> start_counted(In&& in, Out&& out, const After& order) {
+  ResultTicket<std::size_t, RunTicket> start_counted(In&& in, Out&& out, const After& order,
+                                                     const RunLabel& label = {}) {
     auto packed = std::make_shared<Packed>();
     RunTicket t = start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)),
-                             ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order, nullptr, packed);
+                             ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order, nullptr, packed, label);
     return ResultTicket<std::size_t, RunTicket>(std::move(t), std::make_shared<WrittenCount<Packed>>(std::move(packed)));
   }
 

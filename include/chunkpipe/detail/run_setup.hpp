@@ -34,6 +34,17 @@ const Flow& flow_of() {
 /// count its Packed counter (null otherwise), whose run fails once it is
 /// complete if an output was too short, and `keep`, storage the outputs
 /// point into.
+/// Throws pipeline_error if a run that emitted a count wrote less than it
+/// emitted (an output range was too short), saying how much was kept.
+inline void check_packed(const Packed& p) {
+  if (p.overflowed()) {
+    throw pipeline_error("chunkpipe: the last stage emitted " + std::to_string(p.emitted) +
+                         " elements, and an output range holds " + std::to_string(p.capacity) + ": the first " +
+                         std::to_string(p.written) + " were written and nothing past the end; give outputs of at least " +
+                         std::to_string(p.emitted) + " elements");
+  }
+}
+
 inline void complete_endpoints(Endpoints& e, std::size_t per_record, std::shared_ptr<Packed> packed,
                                std::shared_ptr<void> keep) {
   e.per_record = per_record;
@@ -46,13 +57,7 @@ inline void complete_endpoints(Endpoints& e, std::size_t per_record, std::shared
   // A Sink's finish comes after the check, so it never sees a run that failed.
   std::function<void()> then = std::move(e.finish);
   e.finish = [packed, then] {
-    if (packed->overflowed()) {
-      throw pipeline_error("chunkpipe: the last stage emitted " + std::to_string(packed->emitted) +
-                           " elements, and an output range holds " + std::to_string(packed->capacity) +
-                           ": the first " + std::to_string(packed->written) +
-                           " were written and nothing past the end; give outputs of at least " +
-                           std::to_string(packed->emitted) + " elements");
-    }
+    check_packed(*packed);
     if (then) then();
   };
 }

@@ -33,9 +33,15 @@
 // and chunks, and piece p's records are its own slice of the run's: a
 // Reduce or Accumulate spread run lands them in one buffer and folds them
 // as one pipeline does (result.hpp), to the same bits; a Source's fold
-// takes them in chunk order as the Sink would. Filters and Emit, whose
-// outputs pack what earlier chunks emitted, are not spread (refused at
-// compile time).
+// takes them in chunk order as the Sink would.
+// Filter and Emit (a count the GPU decides): where a piece's elements go
+// depends on what every piece before it emitted, so each piece packs into
+// its own buffers (Sink or not), bounded as for a Sink, and the pieces are
+// delivered in order: copied into the output ranges at the run's packed
+// offset (what fits, as one pipeline writes it, and the run fails once
+// complete if a range was too short), or handed to the Sink chunk by chunk
+// with the run's chunk numbers and packed offsets. The deliverer's copy
+// is the one extra host pass over what was kept.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -45,6 +51,7 @@
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/run_setup.hpp>  // check_packed
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
 
 #include <cuda/std/span>
@@ -52,6 +59,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -73,6 +81,7 @@ struct SpreadSummary {
   std::size_t elems = 0;
   std::size_t chunks = 0;
   std::vector<std::size_t> pieces;  // per member
+  std::size_t written = 0;          // Filter, Emit: elements written (run() returns it)
 };
 
 namespace detail {
@@ -294,9 +303,8 @@ struct member_front;
 template <template <class...> class P, class... S>
 struct member_front<P<S...>> {
   using type = PipelineFront<S...>;
-  // A record stage is the last (PipelineFront checks).
+  // A record stage, a Filter or an Emit is the last (PipelineFront checks).
   static constexpr bool spreadable =
-      !type::counted &&
       ((is_elementwise<S>::value || is_chunk_fn<S>::value || records_of<S>::value != Records::per_element) && ...);
 };
 
@@ -314,10 +322,11 @@ struct folding_maker<Stage, true> {
 template <class Member, template <class> class Buffer>
 class Spread {
   static_assert(member_front<Member>::spreadable,
-                "chunkpipe: a spread pipeline takes Map, ChunkFn and record stages (Reduce, Accumulate, PerChunk); "
-                "Filter and Emit, which pack what earlier chunks emitted, are not spread");
+                "chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), "
+                "Filter and Emit");
   using Front = typename member_front<Member>::type;
   static constexpr bool folds_ = Front::folds_result;
+  static constexpr bool counted_ = Front::counted;
 
  public:
   /// Pieces a member may have in flight: two keep its schedule fed across
@@ -386,11 +395,29 @@ class Spread {
   ///
   /// A PerChunk pipeline's outputs are its records, one per chunk, as with
   /// one pipeline. A folding pipeline (Reduce, Accumulate) takes run(in).
-  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
   SpreadSummary run(In&& in, Out&& out) {
     std::lock_guard<std::mutex> one_run(run_mutex_);  // the piece buffers are the spread's
     forget_last();
     return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out)));
+  }
+
+  /// For a pipeline whose last stage emits a count (Filter, Emit): runs
+  /// `in` (ranges or a Source) into `out` (ranges or a Sink) spread over
+  /// the members and returns how many elements it wrote. What lands, and
+  /// where, is what one pipeline with these options writes: the outputs
+  /// packed in chunk order (a Sink gets each chunk that emitted anything,
+  /// with the run's chunk number and packed offset); an output range too
+  /// short gets what fits, and the run then throws pipeline_error saying
+  /// how much was emitted. Each piece packs into a piece buffer of the
+  /// spread's, and the pieces are copied into the ranges in order on a
+  /// member's thread as they come done. last_summary() says how the pieces
+  /// went. Blocks; throws as run(in, out) of other stages does.
+  template <class In, class Out, bool C = counted_, std::enable_if_t<C, int> = 0>
+  std::size_t run(In&& in, Out&& out) {
+    std::lock_guard<std::mutex> one_run(run_mutex_);
+    forget_last();
+    return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out))).written;
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
@@ -473,15 +500,17 @@ class Spread {
   // One run over its two sides. Under run_mutex_.
   template <class InSide, class OutSide>
   SpreadSummary run_sides(InSide ins, OutSide outs) {
-    const std::size_t n = validate_run(ins, outs, per_record_);
+    // Outputs of a counted run may have any length (run_packed_out).
+    const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     check_overlaps(ins, outs);
     const std::size_t piece = piece_elems();
     const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
     constexpr bool sourced = is_source<decltype(ins)>::value;
     constexpr bool sunk = is_sink<decltype(outs)>::value;
     // Pieces between taking and delivery: what keeps every member fed
-    // while the oldest piece finishes, and no more.
-    const std::size_t bound = sourced || sunk ? members_.size() * (ahead + 1) : limit;
+    // while the oldest piece finishes, and no more. Pieces that land in
+    // place need no bound.
+    const std::size_t bound = sourced || sunk || counted_ ? members_.size() * (ahead + 1) : limit;
     Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
     if (options_.profile) {
       // Every member's profiling clock starts again with this run, so the
@@ -521,6 +550,13 @@ class Spread {
   struct is_sink : ::chunkpipe::detail::is_sink<std::decay_t<T>> {};
 
   template <class T>
+  struct types_tuple;
+  template <class... T>
+  struct types_tuple<types<T...>> {
+    using type = std::tuple<T...>;
+  };
+
+  template <class T>
   struct first_type;
   template <class T, class... R>
   struct first_type<types<T, R...>> {
@@ -534,12 +570,22 @@ class Spread {
     using out_t = typename first_type<typename side_types<OutSide>::type>::type;
     static constexpr bool sourced = is_source<InSide>::value;
     static constexpr bool sunk = is_sink<OutSide>::value;
+    static constexpr bool counted = counted_;
+    static constexpr std::size_t out_count = std::tuple_size<typename types_tuple<typename side_types<OutSide>::type>::type>::value;
 
     Run(Spread& s, InSide& i, OutSide& o, std::size_t n, std::size_t limit, std::size_t bound)
         : spread(s), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
           per(s.per_record_), bound(bound), book(limit, bound) {
       summary.pieces.assign(s.members_.size(), 0);
-      lengths.assign(sourced || sunk ? bound : 0, 0);
+      lengths.assign(sourced || sunk || counted ? bound : 0, 0);
+      if constexpr (counted) {
+        emitted.assign(bound, 0);
+        if constexpr (sunk) {
+          emitted_chunks.resize(bound);
+        } else {
+          std::apply([&](const auto&... s) { ((packed.capacity = std::min(packed.capacity, s.size)), ...); }, outs.spans);
+        }
+      }
     }
 
     void go() {
@@ -567,6 +613,10 @@ class Spread {
       }
       summary.elems = sourced ? read : n;
       summary.chunks = (summary.elems + chunk - 1) / chunk;
+      if constexpr (counted) {
+        if constexpr (!sunk) check_packed(packed);  // as one pipeline's run fails, once complete
+        summary.written = packed.written;
+      }
     }
 
     void abort_sink() {
@@ -651,7 +701,7 @@ class Spread {
             break;
           }
         }
-        if constexpr (!sunk) check_fits(records(p * piece + got));
+        if constexpr (!sunk && !counted) check_fits(records(p * piece + got));
         lengths[p % lengths.size()] = got;
         read += got;
         if (ended) book.end_after(p);
@@ -688,8 +738,11 @@ class Spread {
     in_t* in_buffer(std::size_t p) {
       return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t)));
     }
-    out_t* out_buffer(std::size_t p) {
-      return reinterpret_cast<out_t*>(spread.pool_slot(spread.pool_out_, p % bound, records(piece) * sizeof(out_t)));
+    // Output `o` of piece p (of type T): several for an Emit of several outputs.
+    template <class T = out_t>
+    T* out_buffer(std::size_t p, std::size_t o = 0) {
+      return reinterpret_cast<T*>(
+          spread.pool_slot(spread.pool_out_, (p % bound) * out_count + o, records(piece) * sizeof(T)));
     }
     // Output records of `elems` elements from a unit's start: elements
     // themselves (per 1), or a Reduce's segments, or chunks.
@@ -710,7 +763,19 @@ class Spread {
       auto out_side = [&] {
         // Piece p's records are the run's from records(first): pieces
         // start on whole units, so on whole segments and chunks.
-        if constexpr (sunk) {
+        if constexpr (counted && sunk) {
+          // The member's Sink keeps each chunk it is handed (piece-local
+          // numbers and packed offsets) for deliver() to pass on.
+          std::vector<Emitted>* kept = &emitted_chunks[p % bound];
+          kept->clear();
+          out_t* buf = out_buffer(p);
+          return sink<out_t>([kept, buf](std::size_t k, std::size_t at, ::cuda::std::span<const out_t> data) {
+            std::memcpy(static_cast<void*>(buf + at), data.data(), data.size() * sizeof(out_t));
+            kept->push_back({k, at, data.size()});
+          });
+        } else if constexpr (counted) {
+          return piece_outputs(p, len, std::make_index_sequence<out_count>{});
+        } else if constexpr (sunk) {
           return outputs(HostSpan<out_t>{out_buffer(p), records(len), Buffer<unsigned char>::memory});
         } else {
           return std::apply([&](const auto&... s) { return Outputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
@@ -723,12 +788,30 @@ class Spread {
       return RunAccess::run_async(member, RunLabel{p * spread.piece_units, first}, in_side(), out_side());
     }
 
+    // A counted piece's outputs: its own buffers, one per output.
+    template <std::size_t... O>
+    auto piece_outputs(std::size_t p, std::size_t len, std::index_sequence<O...>) {
+      using spans_t = typename types_tuple<typename side_types<OutSide>::type>::type;
+      return Outputs<std::tuple_element_t<O, spans_t>...>{std::make_tuple(
+          HostSpan<std::tuple_element_t<O, spans_t>>{
+              out_buffer<std::tuple_element_t<O, spans_t>>(p, O), len,
+              Buffer<unsigned char>::memory}...)};
+    }
+
     template <class Ticket>
     void finish(std::size_t m, std::size_t p, Ticket& ticket) {
       ticket.wait();
-      if constexpr (has_report<Ticket>::value) {
+      const auto& own = [&]() -> const auto& {
+        if constexpr (counted) {
+          return ticket.ticket();  // a ResultTicket's run
+        } else {
+          return ticket;
+        }
+      }();
+      if constexpr (counted) emitted[p % bound] = ticket.get();
+      if constexpr (has_report<std::decay_t<decltype(own)>>::value) {
         if (spread.options_.profile) {
-          PieceReport r{m, p * spread.piece_units, ticket.report()};
+          PieceReport r{m, p * spread.piece_units, own.report()};
           std::lock_guard<std::mutex> lock(summary_mutex);
           reports.push_back(std::move(r));
         }
@@ -743,7 +826,9 @@ class Spread {
       while (!pieces.empty()) {
         for (std::size_t p : pieces) {
           if (book.error()) return;  // a member failed: the Sink gets no more
-          if constexpr (sunk) {
+          if constexpr (counted) {
+            deliver_counted(p);
+          } else if constexpr (sunk) {
             // Chunk by chunk, as one pipeline hands them over: its records,
             // numbered from the run's first (elements, where per is 1).
             const out_t* src = out_buffer(p);
@@ -760,6 +845,41 @@ class Spread {
       }
     }
 
+    // Piece p of a counted run, after every piece before it: into the
+    // ranges at the run's packed offset, what fits (run_packed_out's rule),
+    // or to the Sink chunk by chunk.
+    void deliver_counted(std::size_t p) {
+      const std::size_t base = packed.emitted;  // what the pieces before p emitted
+      const std::size_t got = emitted[p % bound];
+      if constexpr (sunk) {
+        const out_t* src = out_buffer(p);
+        for (const Emitted& e : emitted_chunks[p % bound]) {
+          outs.fn(p * spread.piece_units + e.chunk, base + e.at, ::cuda::std::span<const out_t>(src + e.at, e.count));
+        }
+        packed.written = base + got;
+      } else {
+        const std::size_t room =
+            packed.written == base && base < packed.capacity ? std::min(got, packed.capacity - base) : 0;
+        if (room != 0) {
+          copy_piece(p, base, room, std::make_index_sequence<out_count>{});
+          packed.written = base + room;
+        }
+      }
+      packed.emitted = base + got;
+    }
+    template <std::size_t... O>
+    void copy_piece(std::size_t p, std::size_t at, std::size_t count, std::index_sequence<O...>) {
+      using spans_t = typename types_tuple<typename side_types<OutSide>::type>::type;
+      (std::memcpy(static_cast<void*>(std::get<O>(outs.spans).data + at),
+                   out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
+                   count * sizeof(std::tuple_element_t<O, spans_t>)),
+       ...);
+    }
+
+    struct Emitted {  // one chunk a counted piece handed its member's Sink
+      std::size_t chunk, at, count;  // piece-local
+    };
+
     Spread& spread;
     InSide& ins;
     OutSide& outs;
@@ -770,6 +890,9 @@ class Spread {
     const std::size_t bound;
     PieceBook book;
     std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
+    std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
+    std::vector<std::vector<Emitted>> emitted_chunks;  // [piece % bound]: a counted Sink run's chunks
+    Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
     std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
     std::mutex read_mutex, summary_mutex;
     bool ended = false;    // under read_mutex
