@@ -473,7 +473,8 @@ class HostPipeline {
 /// chunk numbers. How CI tests the spreading's order, bounds and failures.
 /// Construct with Options and the stages; run(in, out) blocks and returns a
 /// SpreadSummary (a Filter's or Emit's count; run(in) a Reduce's or
-/// Accumulate's result).
+/// Accumulate's result); run_async() queues the same run and returns a
+/// SpreadTicket at once, the queued runs running one after another.
 template <class... Stages>
 using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
 

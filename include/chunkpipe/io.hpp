@@ -168,7 +168,9 @@ Source<T, std::decay_t<F>> source(F&& fn) {
 /// chunkpipe host thread, in chunk order. If F has `finish()`, it is called
 /// once after the last chunk of a run that succeeded (an empty run too),
 /// before run() returns or, for run_async, inside the ticket's wait(): a
-/// ticket never waited for never finishes its sink. If F has `abort()`, it
+/// ticket never waited for never finishes its sink (a spread pipeline's
+/// queued run calls it on the spread's thread as the run ends, before its
+/// ticket is ready). If F has `abort()`, it
 /// is called once after a run that failed, finish() throwing included.
 /// What finish() throws reaches the caller; what abort() throws is dropped
 /// in favour of the run's own error. The pipeline moves or copies the Sink

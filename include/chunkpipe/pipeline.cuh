@@ -333,6 +333,12 @@ struct PinnedPieceBuffer {
 ///   chunkpipe::SpreadPipeline<chunkpipe::Reduce<float, Plus>> sum({.devices = {0, 1}}, chunkpipe::reduce(0.f, Plus{}));
 ///   float total = sum.run(in);                          // blocks
 ///   std::size_t kept = keep.run(in, out);               // a Filter: blocks
+///   auto t = spread.run_async(in, out);                 // queued; returns at once
+///   chunkpipe::SpreadSummary s2 = t.get();              // blocks until it is complete
+/// run_async() queues runs that then run one after another on a thread of
+/// the spread's, in order (SpreadTicket; a run may read what one queued
+/// before it writes); the members' last pieces of one run finish before
+/// the next starts.
 /// Construction throws config_error for an empty or bad device list,
 /// Options::device set, Staging::registered, and what a ChunkedPipeline's
 /// constructor throws; run() (Spread::run) throws config_error for bad

@@ -4,8 +4,8 @@
 // write in place what one pipeline writes, bit for bit, from pinned and
 // pageable ranges; a Source is read and a Sink fed in chunk order; an
 // error reaches the caller, abort()s the Sink and leaves the pipeline
-// usable; a Reduce returns one pipeline's bits; a profiled run's report
-// lines its pieces up on one time axis.
+// usable; a Reduce returns one pipeline's bits; runs queued with run_async
+// run in order; a profiled run's report lines its pieces up on one time axis.
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
@@ -300,6 +300,54 @@ TEST_CASE("a Reduce spread over the same GPU twice returns the bits one pipeline
   CHECK(spread.last_summary().elems == n);
 }
 
+TEST_CASE("runs queued with run_async over the same GPU twice run in order and write what one pipeline writes",
+          "[gpu][spread][async]") {
+  const int dev = current_device();
+  const Chain f{64};
+  SpreadPipeline<Map<Chain>> spread(spread_options(dev), Map<Chain>{f});
+  const std::size_t n = 9 * spread.piece_elems() + 4321;
+  PinnedArray<float> a(n), b(n), c(n), want_b(n), want_c(n);
+  for (std::size_t i = 0; i < n; ++i) a.data()[i] = value_at(i);
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  ChunkedPipeline<Map<Chain>> one(plain, Map<Chain>{f});
+  poison(want_b);
+  poison(want_c);
+  one.run(a, want_b);
+  one.run(want_b, want_c);
+  for (std::size_t i = 0; i < n; i += 4099) REQUIRE(std::fabs(want_c.data()[i] - f(f(a.data()[i]))) <= 1e-5f);
+
+  // The second run reads what the first writes: queued behind it, it
+  // starts once the first is complete. A third, pageable, behind both.
+  poison(b);
+  poison(c);
+  std::vector<float> d(n);
+  poison(d);
+  auto t1 = spread.run_async(a, b);
+  auto t2 = spread.run_async(b, c);
+  auto t3 = spread.run_async(a, d);
+  CHECK(t3.get().elems == n);
+  CHECK(t1.ready());
+  CHECK(t2.ready());
+  CHECK(std::memcmp(b.data(), want_b.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(c.data(), want_c.data(), n * sizeof(float)) == 0);
+  CHECK(std::memcmp(d.data(), want_b.data(), n * sizeof(float)) == 0);
+  const SpreadSummary s = t2.get();
+  REQUIRE(s.pieces.size() == 2);
+  CHECK(s.pieces[0] + s.pieces[1] == 10);
+
+  // A queued Reduce returns the blocking run's bits.
+  const auto sum = reduce(0.25f, Plus{}, 4096);
+  SpreadPipeline<Map<Chain>, Reduce<float, Plus>> total(spread_options(dev), Map<Chain>{f}, sum);
+  const float want = total.run(a);
+  auto r1 = total.run_async(a);
+  auto r2 = total.run_async(b);
+  const float got = r1.get(), got_b = r2.get();
+  CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+  const float want_of_b = ChunkedPipeline<Map<Chain>, Reduce<float, Plus>>(plain, Map<Chain>{f}, sum).run(b);
+  CHECK(std::memcmp(&got_b, &want_of_b, sizeof got_b) == 0);
+}
+
 namespace {
 struct KeepAbove {
   float t;
@@ -441,9 +489,18 @@ TEST_CASE("a profiled spread run reports every piece on one time axis, one row s
   const std::string text = ascii_timeline(r, 80);
   CHECK(text.find("m1 (device " + std::to_string(dev) + ") H2D") != std::string::npos);
 
-  // A run that fails leaves no report behind.
+  // A call refused before anything was queued is no run: the report
+  // stays. A run that fails leaves none behind.
   std::vector<float> short_out(n - 1);
   CHECK(contains(thrown_by([&] { spread.run(in, short_out); }), "input elements"));
+  CHECK(spread.report().ops.size() == r.ops.size());
+  auto failing = source<float>([&](std::size_t chunk, ::cuda::std::span<float> slot) -> std::size_t {
+    if (chunk == 3) throw std::runtime_error("source failed on purpose");
+    std::fill(slot.begin(), slot.end(), 0.5f);
+    return slot.size();
+  });
+  PinnedArray<float> big(n);
+  CHECK(contains(thrown_by([&] { spread.run(std::move(failing), big); }), "source failed on purpose"));
   CHECK(contains(thrown_by([&] { (void)spread.report(); }), "no report"));
 }
 

@@ -788,3 +788,230 @@ TEST_CASE("a spread run's report puts every piece on one time axis", "[spread][r
   CHECK(std::abs(makespan_ms(r) - 13.5) < 1e-9);
   CHECK(detail::spread_report({}, {"m0"}, LinkModel{}).ops.empty());
 }
+
+namespace {
+
+// Fma that holds every call until the test opens its gate: runs queued
+// behind it cannot have started, and run_async() must not wait for it.
+struct Gated {
+  const std::atomic<bool>* open;
+  float operator()(float x) const {
+    while (!open->load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    return std::fma(x, 2.0f, 1.0f);
+  }
+};
+
+float twice(float x) { return std::fma(x, 2.0f, 1.0f); }
+
+}  // namespace
+
+TEST_CASE("spread runs queued with run_async return at once and run one after another, in order", "[spread][async]") {
+  const std::size_t n = 5 * piece_elems + 77;
+  const std::vector<float> x = values(n);
+  std::atomic<bool> open{false};
+  HostSpreadPipeline<Map<Gated>> spread(spread_options({0, 1}), Map<Gated>{Gated{&open}});
+  std::vector<float> b(n, poison_value), c(n, poison_value), d(n, poison_value);
+  // A chain: each run reads what the run queued before it writes, which is
+  // safe only if it starts once that one is complete.
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    open = true;
+  });
+  SpreadTicket<SpreadSummary> t1 = spread.run_async(x, b);
+  SpreadTicket<SpreadSummary> t2 = spread.run_async(b, c);
+  SpreadTicket<SpreadSummary> t3 = spread.run_async(c, d);
+  const bool returned_while_closed = !open.load();
+  const bool none_ready = !t1.ready() && !t2.ready() && !t3.ready();
+  opener.join();
+  CHECK(returned_while_closed);  // run_async() did not wait for the gated run
+  CHECK(none_ready);
+  const SpreadSummary s3 = t3.get();
+  CHECK(t1.ready());  // in order: the first two were complete before the third
+  CHECK(t2.ready());
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(b[i] == twice(x[i]));
+    REQUIRE(c[i] == twice(twice(x[i])));
+    REQUIRE(d[i] == twice(twice(twice(x[i]))));
+  }
+  for (const SpreadSummary& s : {t1.get(), t2.summary(), s3}) {
+    CHECK(s.elems == n);
+    CHECK(s.pieces.size() == 2);
+    CHECK(s.pieces[0] + s.pieces[1] == 6);
+  }
+  CHECK(spread.last_summary().elems == n);
+  // The blocking run takes its turn behind queued runs too.
+  std::vector<float> e(n, poison_value);
+  auto t4 = spread.run_async(d, e);
+  std::vector<float> f(n, poison_value);
+  spread.run(e, f);
+  CHECK(t4.ready());
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(f[i] == twice(twice(twice(twice(twice(x[i]))))));
+}
+
+TEST_CASE("a queued spread run's error reaches its ticket, and the runs after it still run", "[spread][async][errors]") {
+  const std::size_t n = 6 * piece_elems;
+  std::vector<float> bad(n, 0.25f);
+  bad[piece_elems + 5] = 7.0f;
+  const std::vector<float> x = values(n);
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{Stalling{&calls, 0, 7.0f}});
+  std::vector<float> out1(n, poison_value), out2(n, poison_value);
+  auto t1 = spread.run_async(bad, out1);
+  auto t2 = spread.run_async(x, out2);
+  CHECK(contains(thrown_by([&] { t1.wait(); }), "stage failed on purpose"));
+  CHECK(contains(thrown_by([&] { (void)t1.get(); }), "stage failed on purpose"));  // the same error again
+  CHECK(t2.get().elems == n);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(out2[i] == twice(x[i]));
+
+  // Bad ranges are refused by run_async() itself, and nothing is queued.
+  std::vector<float> short_out(n - 1, poison_value);
+  CHECK(contains(thrown_by([&] { (void)spread.run_async(x, short_out); }), "fewer than"));
+  CHECK(short_out[0] == poison_value);
+  std::vector<float> y(n - 3, 1.0f);
+  HostSpreadPipeline<Map<Saxpy>> two(spread_options({0, 1}), Map<Saxpy>{Saxpy{2.0f}});
+  CHECK(contains(thrown_by([&] { (void)two.run_async(inputs(x, y), out1); }), "different lengths"));
+  CHECK(contains(thrown_by([&] { (void)spread.run_async(host_span(out1.data(), n - 10), host_span(out1.data() + 10, n - 10)); }),
+                 "overlap"));
+
+  // A ticket of no run.
+  const SpreadTicket<SpreadSummary> none;
+  CHECK(none.ready());
+  none.wait();
+  CHECK(contains(thrown_by([&] { (void)none.get(); }), "no run"));
+}
+
+TEST_CASE("queued spread Reduce and Filter runs give what their blocking runs give", "[spread][async][records]") {
+  const std::size_t n = 7 * piece_elems + 345;
+  const std::vector<float> x = noisy(n);
+  const auto stage = reduce(0.5f, Plus{}, 250);
+  HostSpreadPipeline<Reduce<float, Plus>> sum(spread_options({0, 1}), stage);
+  const float want = HostPipeline<Reduce<float, Plus>>(spread_options({}), stage).run(x);
+  auto t1 = sum.run_async(x);
+  auto t2 = sum.run_async(test_support::replay(x));  // a move-only Source, held by the queued run
+  const std::vector<float> none;
+  auto t3 = sum.run_async(none);
+  const float got1 = t1.get(), got2 = t2.get();
+  CHECK(std::memcmp(&got1, &want, sizeof want) == 0);
+  CHECK(std::memcmp(&got2, &want, sizeof want) == 0);
+  CHECK(t3.get() == 0.5f);
+  CHECK(t1.summary().elems == n);
+
+  constexpr float keep_above = 1.4f;
+  std::atomic<int> calls{0};
+  using Keep = HostSpreadPipeline<Map<Stalling>, Filter<Above>>;
+  Keep keep(spread_options({0, 1, 2}), Map<Stalling>{Stalling{&calls, 50}}, Filter<Above>{Above{keep_above}});
+  std::size_t kept = 0;
+  std::vector<float> want_out;
+  for (float v : x) {
+    if (twice(v) > keep_above) {
+      ++kept;
+      want_out.push_back(twice(v));
+    }
+  }
+  REQUIRE(kept > n / 10);
+  std::vector<float> out(n, poison_value);
+  SinkLog log;
+  std::vector<float> sunk(kept, poison_value);
+  auto k1 = keep.run_async(x, out);
+  auto k2 = keep.run_async(x, Sink<float, OrderedSink<float>>{OrderedSink<float>{&log, sunk.data(), kept}});
+  CHECK(k1.get() == kept);
+  CHECK(k2.get() == kept);
+  CHECK(std::memcmp(out.data(), want_out.data(), kept * sizeof(float)) == 0);
+  CHECK(out[kept] == poison_value);
+  CHECK(sunk == want_out);
+  CHECK(log.finished == 1);  // before the ticket was ready
+  CHECK_FALSE(log.misuse);
+}
+
+TEST_CASE("destroying a spread waits for the runs it queued", "[spread][async]") {
+  const std::size_t n = 4 * piece_elems + 9;
+  const std::vector<float> x = values(n);
+  std::vector<float> out(n, poison_value), got(n, poison_value);
+  SinkLog log;
+  {
+    std::atomic<bool> open{false};
+    std::thread opener([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      open = true;
+    });
+    HostSpreadPipeline<Map<Gated>> spread(spread_options({0, 1}), Map<Gated>{Gated{&open}});
+    (void)spread.run_async(x, out);  // tickets never waited for
+    (void)spread.run_async(x, Sink<float, OrderedSink<float>>{OrderedSink<float>{&log, got.data(), n}});
+    opener.join();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(out[i] == twice(x[i]));
+    REQUIRE(got[i] == twice(x[i]));
+  }
+  CHECK(log.finished == 1);
+  CHECK(log.aborted == 0);
+  CHECK_FALSE(log.misuse);
+}
+
+TEST_CASE("a queued spread run lets go of its Source and Sink before its ticket is ready", "[spread][async]") {
+  const std::size_t n = 3 * piece_elems + 5;
+  const std::vector<float> x = values(n);
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 50}});
+  // Copies of the token live in the Source and Sink the run holds.
+  auto token = std::make_shared<int>(7);  // not const: the closures move their copies
+  std::vector<float> got(n, poison_value);
+  for (int round = 0; round < 20; ++round) {
+    std::size_t next = 0;
+    auto src = source<float>([&, token](std::size_t, ::cuda::std::span<float> slot) {
+      const std::size_t k = std::min(slot.size(), n - next);
+      std::memcpy(slot.data(), x.data() + next, k * sizeof(float));
+      next += k;
+      return k;
+    });
+    auto out = sink<float>([&, token](std::size_t, std::size_t at, ::cuda::std::span<const float> d) {
+      std::memcpy(got.data() + at, d.data(), d.size() * sizeof(float));
+    });
+    auto t = spread.run_async(std::move(src), std::move(out));
+    t.wait();
+    REQUIRE(token.use_count() == 1);  // every copy destroyed by now
+  }
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == twice(x[i]));
+}
+
+namespace {
+// A Sink whose finish() runs the spread again, or waits for a later run:
+// both would wait for themselves.
+struct Reentrant {
+  HostSpreadPipeline<Map<Fma>>* spread;
+  const std::vector<float>* x;
+  std::vector<float>* y;
+  SpreadTicket<SpreadSummary>* later;
+  const std::atomic<bool>* queued;  // `later` is set
+  std::string* said;
+  void operator()(std::size_t, std::size_t, ::cuda::std::span<const float>) {}
+  void finish() {
+    while (!queued->load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    *said = thrown_by([&] { spread->run(*x, *y); });
+    *said += " | " + thrown_by([&] { later->wait(); });
+  }
+};
+}  // namespace
+
+TEST_CASE("waiting for a spread run from inside one is refused, not a deadlock", "[spread][async][errors]") {
+  const std::size_t n = 2 * piece_elems;
+  const std::vector<float> x = values(n);
+  std::vector<float> y(n, poison_value), z(n, poison_value);
+  HostSpreadPipeline<Map<Fma>> spread(spread_options({0, 1}), Map<Fma>{Fma{2.0f, 1.0f}});
+  std::string said;
+  SpreadTicket<SpreadSummary> later;
+  std::atomic<bool> queued{false};
+  // The first run's finish() waits until `later` is queued behind it.
+  auto held = spread.run_async(x, Sink<float, Reentrant>{Reentrant{&spread, &x, &y, &later, &queued, &said}});
+  later = spread.run_async(x, z);
+  queued = true;
+  held.wait();
+  later.wait();
+  INFO(said);
+  CHECK(contains(said, "run() called from inside a run of the same spread"));
+  CHECK(contains(said, "waited for from inside a run of the same spread"));
+  CHECK(y[0] == poison_value);  // the refused run queued nothing
+  CHECK(z[0] == std::fma(x[0], 2.0f, 1.0f));
+  // A ticket's report on the host backend: there is none.
+  CHECK(contains(thrown_by([&] { (void)later.report(); }), "no report"));
+}

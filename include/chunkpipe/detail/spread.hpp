@@ -42,6 +42,10 @@
 // complete if a range was too short), or handed to the Sink chunk by chunk
 // with the run's chunk numbers and packed offsets. The deliverer's copy
 // is the one extra host pass over what was kept.
+// Runs, blocking or queued (run_async), run one at a time in the order they
+// were started, on one thread of the spread's (started by the first): the
+// piece buffers and the records' pool belong to one run, and a run may read
+// what a run before it wrote. run() behaves as run_async().get().
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -51,6 +55,7 @@
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
 
@@ -82,6 +87,129 @@ struct SpreadSummary {
   std::size_t chunks = 0;
   std::vector<std::size_t> pieces;  // per member
   std::size_t written = 0;          // Filter, Emit: elements written (run() returns it)
+};
+
+namespace detail {
+
+/// The spread whose run the current thread works for (its run thread, or a
+/// member thread of its run), or null: waiting there for a run of that
+/// spread that has not ended would wait for itself.
+inline thread_local const void* spread_of_this_thread = nullptr;
+
+/// What a queued spread run came to, shared by its tickets and the
+/// spread's run thread. Thread-safe.
+template <class R>
+class SpreadRunState {
+ public:
+  explicit SpreadRunState(const void* owner) : owner_(owner) {}
+
+  void succeed(R value, SpreadSummary summary, std::optional<Report> report) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    value_.emplace(std::move(value));
+    summary_ = std::move(summary);
+    report_ = std::move(report);
+    done_ = true;
+    cv_.notify_all();
+  }
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::move(e);
+    done_ = true;
+    cv_.notify_all();
+  }
+  // Blocks until the run ended; rethrows its error. Throws pipeline_error,
+  // rather than waiting for ever, on a thread of its spread's runs.
+  void wait() const {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!done_ && spread_of_this_thread == owner_) {
+      throw pipeline_error("chunkpipe: a spread run waited for from inside a run of the same spread (its Source, "
+                           "Sink or finish()): runs run one after another, so it would wait for itself");
+    }
+    cv_.wait(lock, [&] { return done_; });
+    if (error_) std::rethrow_exception(error_);
+  }
+  bool ready() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return done_;
+  }
+  // After wait() returned: the run's result, summary and report.
+  R value() const {
+    wait();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return *value_;
+  }
+  SpreadSummary summary() const {
+    wait();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return summary_;
+  }
+  std::optional<Report> report() const {
+    wait();
+    std::lock_guard<std::mutex> lock(mutex_);
+    return report_;
+  }
+  std::size_t place = 0;  // its place in its spread's queue (1: the first run), set before it is queued
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  std::optional<R> value_;
+  SpreadSummary summary_;
+  std::optional<Report> report_;
+  std::exception_ptr error_;
+  const void* owner_;  // the spread that runs it
+};
+
+}  // namespace detail
+
+/// A spread run queued by run_async() (SpreadPipeline, HostSpreadPipeline).
+/// Copyable; every copy refers to the same run. `R` is what the run gives:
+/// its SpreadSummary, a Filter's or Emit's count, or a Reduce's or
+/// Accumulate's result. The ranges, and what a Source or Sink refers to,
+/// must stay alive and untouched until the run is complete (wait()
+/// returned or ready() is true).
+template <class R>
+class SpreadTicket {
+ public:
+  SpreadTicket() = default;
+  /// For chunkpipe's spread pipelines.
+  explicit SpreadTicket(std::shared_ptr<detail::SpreadRunState<R>> state) : state_(std::move(state)) {}
+
+  /// Blocks until the run is complete (a Sink's finish() called); throws
+  /// its first error, and the same error on every later call. Safe to call
+  /// from several threads; a ticket of no run returns at once. From inside
+  /// a run of the same spread (its Source, Sink or finish()) it throws
+  /// pipeline_error for a run not yet ended, which would never end.
+  void wait() const {
+    if (state_) state_->wait();
+  }
+  /// Blocks until the run is complete and returns what it gives (what the
+  /// blocking run() returns). Throws as wait() does, and pipeline_error on
+  /// a ticket of no run.
+  R get() const { return need().value(); }
+  /// For chunkpipe's spread pipelines: the run behind the ticket.
+  const std::shared_ptr<detail::SpreadRunState<R>>& state() const noexcept { return state_; }
+  /// True once the run has ended, done or failed (wait() says which).
+  /// Never blocks.
+  bool ready() const { return !state_ || state_->ready(); }
+  /// Blocks until the run is complete; how its pieces went. Throws as get().
+  SpreadSummary summary() const { return need().summary(); }
+  /// Blocks until the run is complete; its timeline, with Options::profile
+  /// on GPU members (as the spread's report()). Throws as get(), and
+  /// pipeline_error for a run that was not profiled.
+  Report report() const {
+    std::optional<Report> r = need().report();
+    if (!r) throw pipeline_error("chunkpipe: no report: set Options::profile (GPU members) and run first");
+    return *std::move(r);
+  }
+
+ private:
+  const detail::SpreadRunState<R>& need() const {
+    if (!state_) throw pipeline_error("chunkpipe: SpreadTicket used on a ticket of no run");
+    return *state_;
+  }
+  std::shared_ptr<detail::SpreadRunState<R>> state_;
 };
 
 namespace detail {
@@ -380,6 +508,19 @@ class Spread {
   /// Elements in a piece: piece_units of the members' unit.
   std::size_t piece_elems() const { return piece_units * members_.front()->geometry().chunk_elems; }
 
+  /// Waits for every run queued (run_async) to complete, then lets go of
+  /// the members. Blocks.
+  ~Spread() {
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex_);
+      closing_ = true;
+    }
+    queue_cv_.notify_all();
+    if (runner_.joinable()) runner_.join();
+  }
+  Spread(const Spread&) = delete;
+  Spread& operator=(const Spread&) = delete;
+
   /// Runs `in` (ranges, inputs(...) or a Source) through the stages into
   /// `out` (ranges, outputs(...) or a Sink), spread over the members, and
   /// returns when every piece is done (a Sink's finish() called). Outputs
@@ -391,15 +532,43 @@ class Spread {
   /// the outputs hold, and the first error of any member (the others stop
   /// taking pieces; what they had in flight is waited for; a Sink is
   /// abort()ed, finish() throwing included). Safe to call from several
-  /// threads: runs take turns.
+  /// threads: runs take turns, in the order they were started, after the
+  /// runs run_async() queued before; it behaves as run_async(in, out).get().
+  /// From inside a run of the same spread (its Source, Sink or finish()) it
+  /// throws pipeline_error: it would wait for that run to end.
   ///
   /// A PerChunk pipeline's outputs are its records, one per chunk, as with
   /// one pipeline. A folding pipeline (Reduce, Accumulate) takes run(in).
   template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
   SpreadSummary run(In&& in, Out&& out) {
-    std::lock_guard<std::mutex> one_run(run_mutex_);  // the piece buffers are the spread's
-    forget_last();
-    return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out)));
+    refuse_reentry();
+    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out)));
+  }
+
+  /// Queues the same run and returns its ticket at once: get() blocks until
+  /// it is complete and returns its SpreadSummary. Queued runs run one
+  /// after another, in the order they were queued, on a thread of the
+  /// spread's (the members' own threads take the pieces as for run()), so
+  /// the caller is free while they run, and a run may read what a run
+  /// queued before it writes. One run's pieces do not overlap the next
+  /// run's: the members' last pieces finish before the next run starts.
+  /// The ranges, and what a Source or Sink refers to, must stay alive and
+  /// untouched until the run is complete. A Sink's finish() (or abort()) is
+  /// called on the spread's thread as the run ends, before its ticket is
+  /// ready. Throws config_error for bad ranges (overlaps within the run)
+  /// before anything is queued; the run's own errors reach its ticket, and
+  /// the runs after it still run. Safe to call from several threads.
+  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
+  [[nodiscard]] SpreadTicket<SpreadSummary> run_async(In&& in, Out&& out) {
+    auto ins = as_inputs(std::forward<In>(in));
+    auto outs = as_outputs(std::forward<Out>(out));
+    const std::size_t n = validate_run(ins, outs, per_record_);
+    check_overlaps(ins, outs);
+    return enqueue<SpreadSummary>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
+      Outcome o = run_sides(std::move(ins), std::move(outs), n);
+      SpreadSummary value = o.summary;
+      return std::make_pair(std::move(value), std::move(o));
+    });
   }
 
   /// For a pipeline whose last stage emits a count (Filter, Emit): runs
@@ -415,9 +584,23 @@ class Spread {
   /// went. Blocks; throws as run(in, out) of other stages does.
   template <class In, class Out, bool C = counted_, std::enable_if_t<C, int> = 0>
   std::size_t run(In&& in, Out&& out) {
-    std::lock_guard<std::mutex> one_run(run_mutex_);
-    forget_last();
-    return run_sides(as_inputs(std::forward<In>(in)), as_outputs(std::forward<Out>(out))).written;
+    refuse_reentry();
+    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out)));
+  }
+
+  /// Queues such a run (as run_async of other stages does); get() on the
+  /// ticket waits and says how many elements it wrote.
+  template <class In, class Out, bool C = counted_, std::enable_if_t<C, int> = 0>
+  [[nodiscard]] SpreadTicket<std::size_t> run_async(In&& in, Out&& out) {
+    auto ins = as_inputs(std::forward<In>(in));
+    auto outs = as_outputs(std::forward<Out>(out));
+    const std::size_t n = validate_run(ins, outs, 0);  // outputs of any length (run_packed_out)
+    check_overlaps(ins, outs);
+    return enqueue<std::size_t>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
+      Outcome o = run_sides(std::move(ins), std::move(outs), n);
+      const std::size_t written = o.summary.written;
+      return std::make_pair(written, std::move(o));
+    });
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
@@ -425,31 +608,37 @@ class Spread {
   /// to the same bits as one pipeline with these options (the same
   /// records, folded in the same order: result.hpp). A run of known length
   /// lands every piece's records in one pinned buffer the spread keeps and
-  /// folds them on the calling thread once all are done; a Source's run
-  /// folds them in chunk order as pieces are delivered. An empty run
-  /// returns the Reduce's init (the Accumulate's identity). last_summary()
-  /// says how the pieces went. Blocks; throws as run(in, out) does.
+  /// folds them once all are done; a Source's run folds them in chunk
+  /// order as pieces are delivered. An empty run returns the Reduce's init
+  /// (the Accumulate's identity). last_summary() says how the pieces went.
+  /// Blocks; throws as run(in, out) does.
   template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
   auto run(In&& in) {
+    refuse_reentry();
+    return blocking(run_async(std::forward<In>(in)));
+  }
+
+  /// Queues a folding run (as run_async(in, out) of other stages does);
+  /// get() on the ticket waits and returns the result.
+  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] auto run_async(In&& in) {
     using R = typename fold_traits<typename Front::last_stage>::result;
-    std::lock_guard<std::mutex> one_run(run_mutex_);
-    forget_last();
     auto ins = as_inputs(std::forward<In>(in));
     const std::size_t n = input_length(ins);
-    const std::shared_ptr<Folding<R>> folding = make_folding_();
-    const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
-    auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
-      // The spread's own buffer, kept from run to run: the records are
-      // folded below, before the next run (run_mutex_) can reuse it.
-      void* at = pool_slot(pool_records_, 0, std::max<std::size_t>(bytes, 1));
-      return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
+    return enqueue<R>([this, ins = std::move(ins), n]() mutable {
+      const std::shared_ptr<Folding<R>> folding = make_folding_();
+      const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
+      auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
+        // The spread's own buffer, kept from run to run: the records are
+        // folded below, before the next run on this thread can reuse it.
+        void* at = pool_slot(pool_records_, 0, std::max<std::size_t>(bytes, 1));
+        return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
+      });
+      Outcome o = outs.ranges ? run_sides(std::move(ins), std::move(*outs.ranges), n)
+                              : run_sides(std::move(ins), std::move(*outs.sink), n);
+      R value = folding->result();
+      return std::make_pair(std::move(value), std::move(o));
     });
-    if (outs.ranges) {
-      run_sides(std::move(ins), std::move(*outs.ranges));
-    } else {
-      run_sides(std::move(ins), std::move(*outs.sink));
-    }
-    return folding->result();
   }
 
   /// How the pieces of the latest run went (run(in, out) also returns it;
@@ -468,7 +657,8 @@ class Spread {
   /// first stream has finished what the pieces before it queued there.
   /// Thread-safe; throws
   /// pipeline_error while a run is in progress, after one that failed, and
-  /// before the first.
+  /// before the first. A call refused before anything was queued (bad
+  /// ranges) is no run: the latest run's report and summary stay.
   template <class M = Member, std::enable_if_t<has_report<M>::value, int> = 0>
   Report report() const {
     std::lock_guard<std::mutex> lock(summary_mutex_);
@@ -490,6 +680,114 @@ class Spread {
   }
 
  private:
+  // What one run came to, besides its result.
+  struct Outcome {
+    SpreadSummary summary;
+    std::optional<Report> report;
+  };
+
+  // A queued run: its body runs on the spread's run thread, and its ticket
+  // learns how it went. Runs never throw out of run().
+  struct Job {
+    virtual ~Job() = default;
+    virtual void run() noexcept = 0;
+  };
+  template <class R, class Body>
+  struct JobOf final : Job {
+    JobOf(Spread& s, std::shared_ptr<SpreadRunState<R>> st, Body b)
+        : spread(s), state(std::move(st)), body(std::in_place, std::move(b)) {}
+    void run() noexcept override {
+      spread.forget_last();
+      std::optional<std::pair<R, Outcome>> done;
+      std::exception_ptr error;
+      try {
+        done.emplace((*body)());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      // The run lets go of its Source and Sink (and the ranges) before its
+      // ticket says it is complete, as one pipeline's does.
+      try {
+        body.reset();
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+      if (error) {
+        state->fail(std::move(error));
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(spread.summary_mutex_);
+        spread.last_summary_ = done->second.summary;
+        spread.last_report_ = done->second.report;
+      }
+      state->succeed(std::move(done->first), std::move(done->second.summary), std::move(done->second.report));
+    }
+    Spread& spread;
+    std::shared_ptr<SpreadRunState<R>> state;
+    std::optional<Body> body;  // may hold a move-only Source or Sink
+  };
+
+  // Queues `body` (returning the run's result and Outcome) behind the runs
+  // queued before, starting the run thread with the first. Throws only
+  // std::bad_alloc and std::system_error, with nothing queued.
+  template <class R, class Body>
+  SpreadTicket<R> enqueue(Body body) {
+    auto state = std::make_shared<SpreadRunState<R>>(this);
+    std::unique_ptr<Job> job = std::make_unique<JobOf<R, Body>>(*this, state, std::move(body));
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    if (!runner_.joinable()) runner_ = std::thread([this] { serve_queue(); });
+    state->place = queued_ + 1;
+    queue_.push_back(std::move(job));
+    ++queued_;
+    queue_cv_.notify_one();
+    return SpreadTicket<R>(std::move(state));
+  }
+
+  // A blocking run from inside a run of this spread would wait for itself:
+  // refused before anything is queued.
+  void refuse_reentry() const {
+    if (spread_of_this_thread == this) {
+      throw pipeline_error("chunkpipe: run() called from inside a run of the same spread (its Source, Sink or "
+                           "finish()): runs run one after another, so it would wait for itself");
+    }
+  }
+
+  // A blocking run: waits until the run thread has let go of the run (its
+  // job destroyed), then takes the result or error from the ticket. So the
+  // last reference to what the run threw is dropped on the caller's thread,
+  // after the caller has used it: the exception's own reference count is
+  // kept inside the C++ runtime, where ThreadSanitizer does not see it,
+  // and a run thread freeing it would look like a race.
+  template <class R>
+  R blocking(SpreadTicket<R> ticket) {
+    {
+      std::unique_lock<std::mutex> lock(queue_mutex_);
+      retired_cv_.wait(lock, [&] { return retired_ >= ticket.state()->place; });
+    }
+    return ticket.get();
+  }
+
+  // The run thread: runs the queued runs in order until the spread closes
+  // with none left. One at a time, so the piece buffers, the folding
+  // records' pool and the members' schedules belong to one run.
+  void serve_queue() {
+    spread_of_this_thread = this;
+    std::unique_lock<std::mutex> lock(queue_mutex_);
+    for (;;) {
+      queue_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      std::unique_ptr<Job> job = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      job->run();
+      job.reset();  // lets go of the run's Source and Sink before the next starts
+      lock.lock();
+      ++retired_;
+      retired_cv_.notify_all();
+    }
+  }
+
   // A run starts: what the one before left is no longer the latest.
   void forget_last() {
     std::lock_guard<std::mutex> lock(summary_mutex_);
@@ -497,12 +795,11 @@ class Spread {
     last_report_.reset();
   }
 
-  // One run over its two sides. Under run_mutex_.
+  // One run of `n` elements (unknown_length: a Source decides) over its
+  // two sides, checked when it was queued (a folding run's outputs are the
+  // spread's own records, which need no check). On the run thread.
   template <class InSide, class OutSide>
-  SpreadSummary run_sides(InSide ins, OutSide outs) {
-    // Outputs of a counted run may have any length (run_packed_out).
-    const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
-    check_overlaps(ins, outs);
+  Outcome run_sides(InSide ins, OutSide outs, std::size_t n) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
     constexpr bool sourced = is_source<decltype(ins)>::value;
@@ -519,18 +816,16 @@ class Spread {
       for (auto& m : members_) RunAccess::restart_profile_clock(*m);
     }
     r.go();
-    std::optional<Report> report;
+    Outcome o;
+    o.summary = r.summary;
     if (has_report<Member>::value && options_.profile) {
       // One link for the floor where every member is the same device.
       const bool one_device = std::all_of(options_.devices.begin(), options_.devices.end(),
                                           [&](int d) { return d == options_.devices.front(); });
       const LinkModel link = one_device && !r.reports.empty() ? r.reports.front().report.link : LinkModel{};
-      report = spread_report(std::move(r.reports), member_names(), link);
+      o.report = spread_report(std::move(r.reports), member_names(), link);
     }
-    std::lock_guard<std::mutex> lock(summary_mutex_);
-    last_summary_ = r.summary;
-    last_report_ = std::move(report);
-    return r.summary;
+    return o;
   }
 
   // Ranges that overlap are refused for the whole run, as one pipeline
@@ -632,6 +927,7 @@ class Spread {
 
     // Member m's thread: takes pieces while it has room, runs each on m.
     void serve(std::size_t m) {
+      spread_of_this_thread = &spread;  // a Source or Sink called here must not wait for a later run
       Member& member = *spread.members_[m];
       std::deque<std::pair<std::size_t, decltype(issue(member, 0))>> flight;
       auto finish_oldest = [&] {
@@ -867,13 +1163,15 @@ class Spread {
       }
       packed.emitted = base + got;
     }
+    // Shared by the spread's delivery team: one thread's memcpy of what a
+    // piece kept would be slower than the members fill pieces.
     template <std::size_t... O>
     void copy_piece(std::size_t p, std::size_t at, std::size_t count, std::index_sequence<O...>) {
       using spans_t = typename types_tuple<typename side_types<OutSide>::type>::type;
-      (std::memcpy(static_cast<void*>(std::get<O>(outs.spans).data + at),
-                   out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
-                   count * sizeof(std::tuple_element_t<O, spans_t>)),
-       ...);
+      std::vector<Copy> copies{Copy{static_cast<void*>(std::get<O>(outs.spans).data + at),
+                                    out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
+                                    count * sizeof(std::tuple_element_t<O, spans_t>)}...};
+      spread.delivery_team().copy(copies);
     }
 
     struct Emitted {  // one chunk a counted piece handed its member's Sink
@@ -914,18 +1212,39 @@ class Spread {
     return s.second->data();
   }
 
+  // The threads a counted run's deliverer shares its copies with (one
+  // deliverer at a time: PieceBook), made by the first that needs them.
+  CopyTeam& delivery_team() {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!delivery_team_) {
+      delivery_team_ = std::make_unique<CopyTeam>(options_.host_threads > 0 ? options_.host_threads
+                                                                             : default_host_threads());
+    }
+    return *delivery_team_;
+  }
+
   using FoldingMaker = typename folding_maker<typename Front::last_stage>::type;
 
   Options options_;
   std::vector<std::unique_ptr<Member>> members_;
   std::size_t per_record_ = 1;  // input elements per output record
   FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
-  std::mutex run_mutex_, pool_mutex_;
+  std::mutex pool_mutex_;
   mutable std::mutex summary_mutex_;
   SpreadSummary last_summary_;
   std::optional<Report> last_report_;
   std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
   std::vector<Slot> pool_records_;        // a folding run's records
+  std::unique_ptr<CopyTeam> delivery_team_;  // under pool_mutex_ while made
+  // Queued runs and the thread that runs them (started by the first run;
+  // ~Spread joins it before any member is destroyed).
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<std::unique_ptr<Job>> queue_;
+  std::condition_variable retired_cv_;
+  std::size_t queued_ = 0, retired_ = 0;  // runs queued, and let go of by the run thread, so far
+  bool closing_ = false;
+  std::thread runner_;
 };
 
 }  // namespace detail
