@@ -12,6 +12,21 @@
 //                13's "within 3% of a plain pipeline"
 //   N GPUs       SpreadPipeline over devices 0..N-1, for every N from 2 to
 //                the devices present (rows say "not present" otherwise)
+//   plain, 8 q   the plain pipeline's run cut into 8 runs queued with
+//                run_async (back-to-back runs overlap on its schedule)
+//   twice, 8 q   the same 8 runs queued on the device listed twice
+//                (SpreadPipeline::run_async: queued spread runs run one
+//                after another, so each run's last pieces drain first);
+//                its "vs plain" is against "plain, 8 q"
+//   filter ...   a Filter keeping the positive half of the input, packed
+//                into one output: plain, spread x1 and the device twice;
+//                checked against the host's own filter to the bit, vs
+//                the plain filter, floor from the bytes that cross
+//   host memcpy  (pageable only) what the host's memory does with every
+//                core copying B from the pageable input into pinned memory
+//                and B from pinned memory into the pageable output at
+//                once: the limit staged runs are judged against ("of host"
+//                column: host memcpy ms / the row's ms)
 //
 // The floor of each size is max(B/h2d, B/d2h, 2B/both) from measure_link on
 // the current device (every GPU's link is measured and printed). Each
@@ -28,12 +43,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hand_loop.hpp"
@@ -100,8 +117,17 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+struct Positive {
+  CHUNKPIPE_HOST_DEVICE bool operator()(float v) const { return v > 0.0f; }
+};
+
 using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma>>;
 using Spread = chunkpipe::SpreadPipeline<chunkpipe::Map<Fma>>;
+using FilterPipe = chunkpipe::ChunkedPipeline<chunkpipe::Filter<Positive>>;
+using FilterSpread = chunkpipe::SpreadPipeline<chunkpipe::Filter<Positive>>;
+
+// The "8 q" rows cut a run into this many runs, queued at once.
+constexpr std::size_t queued_runs = 8;
 
 struct Variant {
   std::string name;
@@ -109,7 +135,31 @@ struct Variant {
   std::vector<double> ms;
   std::string pieces;  // what the last spread run gave each member
   double predicted = -1;  // simulate_spread's ms; -1: not modelled (members share a link)
+  std::size_t base = 0;   // the variant "vs plain" compares with
+  bool filter = false;    // checked against the host's filter, not the closed form
+  bool checked = true;    // false: times the host alone, writes nothing of the run
 };
+
+// Every core copies its share of `in` into `a` and of `b` into `out`, at once.
+void host_memcpy(const float* in, float* a, const float* b, float* out, std::size_t n) {
+  const std::size_t threads = std::max(2u, std::thread::hardware_concurrency());
+  const std::size_t share = (n + threads - 1) / threads;
+  std::vector<std::thread> ts;
+  for (std::size_t t = 0; t < threads; ++t) {
+    ts.emplace_back([=] {
+      const std::size_t first = std::min(n, t * share), len = std::min(share, n - first);
+      std::memcpy(a + first, in + first, len * sizeof(float));
+      std::memcpy(out + first, b + first, len * sizeof(float));
+    });
+  }
+  for (std::thread& t : ts) t.join();
+}
+
+std::string pieces_of(const chunkpipe::SpreadSummary& sum) {
+  std::string p;
+  for (std::size_t k = 0; k < sum.pieces.size(); ++k) p += (k ? "/" : "") + std::to_string(sum.pieces[k]);
+  return p;
+}
 
 double wall_ms(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -152,16 +202,16 @@ int main(int argc, char** argv) {
   const ClosedForm closed(args.fmas);
 
   std::FILE* csv = std::fopen(args.csv.c_str(), "w");
-  if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,predicted_ms,pieces\n");
-  std::printf("\n%-5s %-9s %-14s %10s %10s %9s %9s %10s  %s\n", "GiB", "memory", "variant", "median ms", "floor ms",
-              "of floor", "vs plain", "predicted", "pieces per member");
+  if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,predicted_ms,of_host,pieces\n");
+  std::printf("\n%-5s %-9s %-14s %10s %10s %9s %9s %10s %8s  %s\n", "GiB", "memory", "variant", "median ms", "floor ms",
+              "of floor", "vs plain", "predicted", "of host", "pieces per member");
 
   bool ok = true;
   for (const std::size_t gib : args.gib) {
     const std::size_t n = (gib << 30) / sizeof(float);
     const double bytes = static_cast<double>(n) * sizeof(float);
-    const double floor_ms = std::max({bytes / (link.h2d_gbps * 1e6), bytes / (link.d2h_gbps * 1e6),
-                                      2 * bytes / (link.both_gbps * 1e6)});
+    const double floor_ms_map = std::max({bytes / (link.h2d_gbps * 1e6), bytes / (link.d2h_gbps * 1e6),
+                                          2 * bytes / (link.both_gbps * 1e6)});
     for (const bool pageable : {false, true}) {
       if (pageable && !args.pageable) continue;
       std::unique_ptr<chunkpipe::PinnedArray<float>> pin_in, pin_out;
@@ -209,12 +259,7 @@ int main(int argc, char** argv) {
                                     .makespan_ms;
         }
         const std::size_t index = vs.size() - 1;  // vs may grow: refer to it by index
-        vs.back().run = [&vs, s, index, &in_span, &out_span] {
-          const chunkpipe::SpreadSummary sum = s->run(in_span, out_span);
-          std::string p;
-          for (std::size_t k = 0; k < sum.pieces.size(); ++k) p += (k ? "/" : "") + std::to_string(sum.pieces[k]);
-          vs[index].pieces = p;
-        };
+        vs.back().run = [&vs, s, index, &in_span, &out_span] { vs[index].pieces = pieces_of(s->run(in_span, out_span)); };
       };
       add_spread("spread x1", {dev});
       add_spread("same twice", {dev, dev});
@@ -223,13 +268,98 @@ int main(int argc, char** argv) {
         for (int d = 0; d < k; ++d) list.push_back(d);
         add_spread(std::to_string(k) + " GPUs", list);
       }
+      // The run cut into queued_runs runs queued at once: one pipeline's
+      // back-to-back runs, then the same on the device listed twice.
+      auto part = [&](auto span, std::size_t k) {
+        const std::size_t len = (n + queued_runs - 1) / queued_runs;
+        const std::size_t first = std::min(n, k * len);
+        return chunkpipe::host_span(span.data + first, std::min(len, n - first), mem);
+      };
+      vs.push_back({"plain, 8 q", [&] {
+                      std::vector<chunkpipe::RunTicket> ts;
+                      for (std::size_t k = 0; k < queued_runs; ++k) ts.push_back(plain.run_async(part(in_span, k), part(out_span, k)));
+                      for (auto& t : ts) t.wait();
+                    },
+                    {},
+                    ""});
+      {
+        chunkpipe::Options o;
+        o.devices = {dev, dev};
+        spreads.push_back(std::make_unique<Spread>(o, chunkpipe::Map<Fma>{f}));
+        Spread* s = spreads.back().get();
+        const std::size_t index = vs.size();
+        const std::size_t plain_queued = index - 1;  // compared with one pipeline's queued runs
+        vs.push_back({"twice, 8 q", [&vs, s, index, part, &in_span, &out_span] {
+                        std::vector<chunkpipe::SpreadTicket<chunkpipe::SpreadSummary>> ts;
+                        for (std::size_t k = 0; k < queued_runs; ++k) ts.push_back(s->run_async(part(in_span, k), part(out_span, k)));
+                        chunkpipe::SpreadSummary all;
+                        all.pieces.assign(2, 0);
+                        for (auto& t : ts) {
+                          const chunkpipe::SpreadSummary one = t.get();
+                          for (std::size_t m = 0; m < 2; ++m) all.pieces[m] += one.pieces[m];
+                        }
+                        vs[index].pieces = pieces_of(all);
+                      },
+                      {},
+                      ""});
+        vs.back().base = plain_queued;
+      }
+      // A Filter of the input's positive half, packed into out: what only
+      // the kept elements cost to bring back, plain and spread.
+      std::vector<float> kept;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (Positive{}(in[i])) kept.push_back(in[i]);
+      }
+      const std::size_t first_filter = vs.size();
+      FilterPipe plain_filter(chunkpipe::Options{}, chunkpipe::filter(Positive{}));
+      std::size_t filtered = 0;  // what the latest filter run wrote
+      vs.push_back({"filter plain", [&] { filtered = plain_filter.run(in_span, out_span); }, {}, ""});
+      std::vector<std::unique_ptr<FilterSpread>> filter_spreads;
+      for (const bool twice : {false, true}) {
+        chunkpipe::Options o;
+        o.devices = twice ? std::vector<int>{dev, dev} : std::vector<int>{dev};
+        filter_spreads.push_back(std::make_unique<FilterSpread>(o, chunkpipe::filter(Positive{})));
+        FilterSpread* s = filter_spreads.back().get();
+        const std::size_t index = vs.size();
+        vs.push_back({twice ? "filter twice" : "filter x1", [&vs, s, index, &filtered, &in_span, &out_span] {
+                        filtered = s->run(in_span, out_span);
+                        vs[index].pieces = pieces_of(s->last_summary());
+                      },
+                      {},
+                      ""});
+      }
+      for (std::size_t i = first_filter; i < vs.size(); ++i) {
+        vs[i].base = first_filter;
+        vs[i].filter = true;
+      }
+      std::unique_ptr<chunkpipe::PinnedArray<float>> scratch_a, scratch_b;
+      std::size_t host_row = 0;  // 0: none (pinned runs)
+      if (pageable) {
+        scratch_a = std::make_unique<chunkpipe::PinnedArray<float>>(n);
+        scratch_b = std::make_unique<chunkpipe::PinnedArray<float>>(n);
+        std::memset(scratch_b->data(), 0, n * sizeof(float));
+        host_row = vs.size();
+        vs.push_back({"host memcpy", [&] { host_memcpy(in, scratch_a->data(), scratch_b->data(), out, n); }, {}, ""});
+        vs.back().checked = false;
+      }
       // Checked first, outputs poisoned.
       for (Variant& v : vs) {
+        if (!v.checked) continue;
         std::memset(out, 0xFF, n * sizeof(float));
         v.run();
         std::size_t wrong = 0;
-        for (std::size_t i = 0; i < n; i += 1021) wrong += closed.matches(in[i], out[i]) ? 0 : 1;
-        if (!closed.matches(in[n - 1], out[n - 1])) ++wrong;
+        if (v.filter) {
+          // Every kept element, to the bit, and nothing written past them.
+          wrong = filtered != kept.size() || std::memcmp(out, kept.data(), kept.size() * sizeof(float)) != 0;
+          if (kept.size() < n) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, out + kept.size(), sizeof bits);
+            wrong += bits != 0xFFFFFFFFu;
+          }
+        } else {
+          for (std::size_t i = 0; i < n; i += 1021) wrong += closed.matches(in[i], out[i]) ? 0 : 1;
+          if (!closed.matches(in[n - 1], out[n - 1])) ++wrong;
+        }
         if (wrong) {
           std::printf("spread_bench: %s wrote %zu wrong samples\n", v.name.c_str(), wrong);
           ok = false;
@@ -241,16 +371,28 @@ int main(int argc, char** argv) {
           v.ms.push_back(wall_ms(v.run));
         }
       }
+      // A filter's floor: the input in, the kept elements out.
+      const double kept_bytes = static_cast<double>(kept.size()) * sizeof(float);
+      const double filter_floor_ms = std::max({bytes / (link.h2d_gbps * 1e6), kept_bytes / (link.d2h_gbps * 1e6),
+                                               (bytes + kept_bytes) / (link.both_gbps * 1e6)});
       for (const Variant& v : vs) {
         const double ms = median(v.ms);
-        const double vs_plain = paired(v, vs.front());
-        char predicted[32] = "";
+        const double vs_plain = paired(v, vs[v.base]);
+        const double floor_ms = v.filter ? filter_floor_ms : floor_ms_map;
+        char predicted[32] = "", of_host[32] = "";
         if (v.predicted >= 0) std::snprintf(predicted, sizeof predicted, "%.2f", v.predicted);
-        std::printf("%-5zu %-9s %-14s %10.2f %10.2f %9.3f %9.3f %10s  %s\n", gib, pageable ? "pageable" : "pinned",
-                    v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, predicted, v.pieces.c_str());
+        if (host_row != 0 && !v.filter) std::snprintf(of_host, sizeof of_host, "%.3f", median(vs[host_row].ms) / ms);
+        // The host's own row has no floor or plain to be judged against.
+        char of_floor[32] = "", ratio[32] = "";
+        if (v.checked) {
+          std::snprintf(of_floor, sizeof of_floor, "%.3f", floor_ms / ms);
+          std::snprintf(ratio, sizeof ratio, "%.3f", vs_plain);
+        }
+        std::printf("%-5zu %-9s %-14s %10.2f %10.2f %9s %9s %10s %8s  %s\n", gib, pageable ? "pageable" : "pinned",
+                    v.name.c_str(), ms, floor_ms, of_floor, ratio, predicted, of_host, v.pieces.c_str());
         if (csv) {
-          std::fprintf(csv, "%zu,%s,%s,%.4f,%.4f,%.4f,%.4f,%s,%s\n", gib, pageable ? "pageable" : "pinned",
-                       v.name.c_str(), ms, floor_ms, floor_ms / ms, vs_plain, predicted, v.pieces.c_str());
+          std::fprintf(csv, "%zu,%s,%s,%.4f,%.4f,%s,%s,%s,%s,%s\n", gib, pageable ? "pageable" : "pinned",
+                       v.name.c_str(), ms, floor_ms, of_floor, ratio, predicted, of_host, v.pieces.c_str());
         }
       }
       if (count < 2) {
@@ -260,7 +402,8 @@ int main(int argc, char** argv) {
     }
   }
   if (csv) std::fclose(csv);
-  std::printf("\nvs plain: median of per-round ratios (spread time / plain time); below 1.03 meets \"within 3%%\".\n");
+  std::printf("\nvs plain: median of per-round ratios (spread time / plain time; filter rows: / filter plain); below "
+              "1.03 meets \"within 3%%\".\n");
   std::printf("spread_bench: %s\n", ok ? "every variant checked" : "WRONG RESULTS");
   return ok ? 0 : 1;
 }
