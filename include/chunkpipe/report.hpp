@@ -97,7 +97,8 @@ struct GraphStats {
   std::size_t cached = 0;     ///< executable graphs held now
   double build_ms = 0;        ///< the last build: the plan's ops added as nodes
   double instantiate_ms = 0;  ///< the last build's cudaGraphInstantiate
-  double update_ms = 0;       ///< the last update: new host addresses set in every copy node
+  double update_ms = 0;       ///< the last update: new host addresses set in every copy node, or in the one node copy kernels read them from
+  bool copy_kernels = false;  ///< the last graph built copies with kernels, not copy nodes: a run whose every range moves at most 256 KiB a unit between the slots and this device's memory or mapped pinned memory
   double launch_ms = 0;       ///< the last cudaGraphLaunch
   std::string last_note;      ///< why the last run that asked for graphs used streams
 };

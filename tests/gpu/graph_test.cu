@@ -117,24 +117,28 @@ constexpr std::size_t kElems = 37 * kWindow + 1234;
 
 TEST_CASE("graph runs match streams bit for bit: built, replayed, re-pointed", "[gpu][graphs]") {
   const Chain f{};
-  PinnedArray<float> a(kElems), b(kElems), ya(kElems), yb(kElems), ref(kElems);
+  // A 16 KiB window's copies are kernels reading the ranges from a table;
+  // a 1 MiB window's are copy nodes (copy_kernel.cuh).
+  for (const std::size_t window : {kWindow, std::size_t{1} << 18}) {
+  const std::size_t n = window == kWindow ? kElems : 5 * window + 1234;
+  PinnedArray<float> a(n), b(n), ya(n), yb(n), ref(n);
   fill(a, 1);
   fill(b, 2);
   for (Policy policy : {Policy::serial, Policy::slot_streams, Policy::stage_streams}) {
     for (int depth : {1, 2, 4}) {
-      INFO(to_string(policy) << " depth " << depth);
-      const Options base{.chunk_elems = kWindow, .depth = depth, .policy = policy, .grain_elems = kWindow};
+      INFO(to_string(policy) << " depth " << depth << ", window " << window);
+      const Options base{.chunk_elems = window, .depth = depth, .policy = policy, .grain_elems = window};
       Options on_graphs = base;
       on_graphs.executor = Executor::graphs;
       Options on_streams = base;
       on_streams.executor = Executor::streams;
       ChunkedPipeline<Map<Chain>> graphs(on_graphs, Map<Chain>{f});
       ChunkedPipeline<Map<Chain>> streams(on_streams, Map<Chain>{f});
-      REQUIRE(graphs.plan_for(kElems).executor == Executor::graphs);
+      REQUIRE(graphs.plan_for(n).executor == Executor::graphs);
 
       poison(ref);
       streams.run(a, ref);
-      for (std::size_t i = 0; i < kElems; i += 97) REQUIRE(ref[i] == f(a[i]));
+      for (std::size_t i = 0; i < n; i += 97) REQUIRE(ref[i] == f(a[i]));
 
       // Built: the first run of this shape.
       poison(ya);
@@ -146,6 +150,7 @@ TEST_CASE("graph runs match streams bit for bit: built, replayed, re-pointed", "
       REQUIRE(s.built == 1);
       REQUIRE(s.replayed == 0);
       REQUIRE(s.cached == 1);
+      REQUIRE(s.copy_kernels == (window * sizeof(float) <= (std::size_t{256} << 10)));
 
       // Replayed: same shape, same ranges.
       poison(ya);
@@ -166,8 +171,18 @@ TEST_CASE("graph runs match streams bit for bit: built, replayed, re-pointed", "
       streams.run(b, ref);
       REQUIRE(mismatches(yb, ref) == 0);
 
+      // Back at the first pair, after the second: re-pointed again.
+      poison(ya);
+      poison(yb);
+      graphs.run(a, ya);
+      REQUIRE(all_poisoned(yb));
+      REQUIRE(graphs.graph_stats().updated == 2);
+      poison(ref);
+      streams.run(a, ref);
+      REQUIRE(mismatches(ya, ref) == 0);
+
       // A new shape is a new graph; the old one stays cached.
-      PinnedArray<float> shorter(kElems - kWindow), out_short(kElems - kWindow);
+      PinnedArray<float> shorter(n - window), out_short(n - window);
       fill(shorter, 3);
       poison(out_short);
       graphs.run(shorter, out_short);
@@ -176,6 +191,40 @@ TEST_CASE("graph runs match streams bit for bit: built, replayed, re-pointed", "
       REQUIRE(graphs.graph_stats().cached == 2);
     }
   }
+  }
+}
+
+TEST_CASE("small copies under graphs are kernels: unaligned and registered ranges",
+          "[gpu][graphs]") {
+  const Chain f{};
+  const Options o{.chunk_elems = kWindow, .depth = 3, .policy = Policy::stage_streams, .grain_elems = kWindow,
+                  .executor = Executor::graphs};
+  ChunkedPipeline<Map<Chain>> graphs(o, Map<Chain>{f});
+  // Ranges one float past a 16-byte boundary: the kernels' 4-byte path.
+  PinnedArray<float> a(kElems + 1), y(kElems + 1);
+  fill(a, 7);
+  poison(y);
+  graphs.run(host_span(static_cast<const float*>(a.data() + 1), kElems), host_span(y.data() + 1, kElems));
+  REQUIRE(graphs.graph_stats().copy_kernels);
+  REQUIRE(std::isnan(y[0]));
+  for (std::size_t i = 1; i <= kElems; ++i) REQUIRE(y[i] == f(a[i]));
+
+  // Memory the caller registered (and says is pinned): addressable by the
+  // kernels at its host address, so the same graph is re-pointed at it.
+  std::vector<float> x(kElems), z(kElems);
+  for (std::size_t i = 0; i < kElems; ++i) x[i] = static_cast<float>(i % 977) * 0.25f - 3.0f;
+  REQUIRE(cudaHostRegister(x.data(), kElems * sizeof(float), cudaHostRegisterDefault) == cudaSuccess);
+  REQUIRE(cudaHostRegister(z.data(), kElems * sizeof(float), cudaHostRegisterDefault) == cudaSuccess);
+  std::fill(z.begin(), z.end(), -1.0f);
+  // Same shape (a range of kElems): the cached graph, re-pointed.
+  graphs.run(host_span(static_cast<const float*>(x.data()), kElems, Memory::pinned),
+             host_span(z.data(), kElems, Memory::pinned));
+  const GraphStats s = graphs.graph_stats();
+  CHECK(s.built == 1);
+  CHECK(s.updated == 1);
+  for (std::size_t i = 0; i < kElems; ++i) REQUIRE(z[i] == f(x[i]));
+  REQUIRE(cudaHostUnregister(x.data()) == cudaSuccess);
+  REQUIRE(cudaHostUnregister(z.data()) == cudaSuccess);
 }
 
 TEST_CASE("several inputs and outputs and window-level stages under graphs", "[gpu][graphs]") {

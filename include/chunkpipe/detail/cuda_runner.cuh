@@ -809,6 +809,7 @@ class CudaRunner {
         ++s.built;
         s.build_ms = times.build_ms;
         s.instantiate_ms = times.instantiate_ms;
+        s.copy_kernels = times.copy_kernels;
       } else if (path == Path::updated) {
         ++s.updated;
         s.update_ms = times.update_ms;

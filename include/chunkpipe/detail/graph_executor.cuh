@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The CUDA graph executor: a pinned run's plan built once into a CUDA
 // graph, instantiated, and launched as one unit; a later run of the same
-// shape launches the cached graph again, re-pointing its copy nodes first
+// shape launches the cached graph again, re-pointing its copies first
 // when its host ranges differ.
 //
 // Why: on streams every op is a CUDA call the issuing thread makes, about
@@ -9,10 +9,10 @@
 // 64 KiB chunk moves in about 1.2 us each way on the H200). A graph launch
 // is one call for the whole run, and the GPU walks its nodes.
 //
-// The graph is the plan as data: node i is op i (a copy node per range it
-// copies, a kernel node for a Map stage, a child graph of what a ChunkFn
-// launched, captured once), and its edges are
-// graph_of(plan): each op's waits and the op before it on its queue. The
+// The graph is the plan as data: node i is op i (a copy per range it
+// copies, as a copy node or a copy kernel; a kernel node for a Map stage;
+// a child graph of what a ChunkFn launched, captured once), and its edges
+// are graph_of(plan): each op's waits and the op before it on its queue. The
 // same description is what check_hazards(plan, graph) proves safe on the
 // CPU, and with Options::record_issued the executor reads the edges back
 // from the graph it built, so a test can prove the real graph too.
@@ -21,6 +21,14 @@
 // graph is built from the run's own plan, chunks numbered from 0, so that
 // one graph serves every run of that length; in the lifetime schedule each
 // run's chunks, slots and waits differ with what came before.
+//
+// A run whose copies are all small (a unit of at most max_copy_kernel_bytes
+// per range) and between the slots and ranges a kernel can address has its
+// copies built as kernels that read the ranges' addresses from a table in
+// device memory, written by the graph's first node (copy_kernel.cuh): such
+// a graph replays faster than one of copy nodes, and is pointed at new
+// ranges by setting that one node. Any other run's graph has copy nodes,
+// re-pointed one by one. The kind is chosen when the graph is built.
 //
 // What a graph cannot do it leaves to streams (choose_executor, options.hpp):
 // staged runs (their host work would be host nodes, tens of us each),
@@ -36,6 +44,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/copy_kernel.cuh>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/nvtx.hpp>
 #include <chunkpipe/detail/slots.hpp>
@@ -73,6 +82,39 @@ struct GraphExecDeleter {
 };
 using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
 using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
+/// A graph's range table in device memory, freed in order on the stream
+/// its graph is launched on, so after the last launch that reads it.
+class TableMemory {
+ public:
+  TableMemory() = default;
+  /// Allocates it in order on `stream`. Throws cuda_error.
+  explicit TableMemory(cudaStream_t stream) : stream_(stream) {
+    void* p = nullptr;
+    CHUNKPIPE_CUDA_TRY(cudaMallocAsync(&p, sizeof(RangeTable), stream));
+    table_ = static_cast<RangeTable*>(p);
+  }
+  TableMemory(TableMemory&& o) noexcept : table_(o.table_), stream_(o.stream_) { o.table_ = nullptr; }
+  TableMemory& operator=(TableMemory&& o) noexcept {
+    if (this != &o) {
+      release();
+      table_ = o.table_;
+      stream_ = o.stream_;
+      o.table_ = nullptr;
+    }
+    return *this;
+  }
+  ~TableMemory() { release(); }
+  RangeTable* get() const noexcept { return table_; }
+
+ private:
+  void release() noexcept {
+    if (table_ && cudaFreeAsync(table_, stream_) != cudaSuccess) (void)cudaGetLastError();
+    table_ = nullptr;
+  }
+  RangeTable* table_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
 
 /// A graph build that failed in a way the user can act on; the pipeline
 /// itself is fine. `every_shape`: a stage that cannot be captured, which no
@@ -182,16 +224,21 @@ class GraphExecutor {
     Plan plan;
     GraphHandle graph;
     GraphExecHandle exec;
-    std::vector<cudaGraphNode_t> copy_nodes;  // in op order, each op's copies in copies_of order
+    std::vector<cudaGraphNode_t> copy_nodes;  // in op order, each op's copies in copies_of order (copy nodes or kernels)
     std::vector<const void*> pointers;        // the host ranges it was last pointed at
     std::uint64_t used = 0;
+    // Copies as kernels (copy_kernel.cuh): the table they read the ranges'
+    // addresses from, and the node that writes it, first in the graph.
+    bool copy_kernels = false;
+    TableMemory table;
+    cudaGraphNode_t table_node = nullptr;
   };
 
   static double ms_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
 
-  // Whether the entry's copy nodes point at these ranges. Allocates
+  // Whether the entry's copies point at these ranges. Allocates
   // nothing: a replay is meant to cost one launch.
   static bool points_at(const Entry& e, const Endpoints& ends) {
     if (e.pointers.size() != ends.in.size() + ends.out.size()) return false;
@@ -232,8 +279,14 @@ class GraphExecutor {
   }
 
   // Every copy node at the new ranges' addresses, in the order build() added
-  // them. False when CUDA refuses (a range of another memory kind).
+  // them, or, for copy kernels, the table node at them. False when CUDA
+  // refuses (a range of another memory kind) or a kernel could not address
+  // a new range.
   bool repoint(Entry& e, const Endpoints& ends) {
+    if (e.copy_kernels) {
+      if (!kernels_can_copy(ends)) return false;
+      return set_table(e, ends);
+    }
     std::size_t k = 0;
     for (const Op& op : e.plan.ops) {
       if (op.kind != OpKind::h2d && op.kind != OpKind::d2h) continue;
@@ -251,6 +304,83 @@ class GraphExecutor {
     return true;
   }
   static std::size_t ends_elems(const Entry& e) { return e.plan.runs.front().elems; }
+
+  // Whether a run's copies may be kernels: every range one a kernel can
+  // address, nothing staged or packed, few enough ranges, a unit of at most
+  // max_copy_kernel_bytes per range, and stream-ordered allocation for the
+  // table. All of the run's copies or none: one graph has one kind.
+  bool kernels_can_copy(const Endpoints& ends) const {
+    if (ends.packed || ends.in.size() + ends.out.size() > max_copy_kernel_ranges) return false;
+    int device = 0, pools = 0;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (pools == 0) return false;
+    for (const auto& in : ends.in) {
+      if (in.staged || in.produce || unit_ * in.elem_size > max_copy_kernel_bytes) return false;
+      if (!device_addressable(in.data)) return false;
+    }
+    for (const auto& out : ends.out) {
+      if (out.staged || out.consume || unit_ * out.elem_size > max_copy_kernel_bytes) return false;
+      if (!device_addressable(out.data)) return false;
+    }
+    return true;
+  }
+  static RangeTable table_of(const Endpoints& ends) {
+    RangeTable t{};
+    std::size_t k = 0;
+    for (const auto& in : ends.in) t.at[k++] = const_cast<unsigned char*>(reinterpret_cast<const unsigned char*>(in.data));
+    for (const auto& out : ends.out) t.at[k++] = reinterpret_cast<unsigned char*>(out.data);
+    return t;
+  }
+  static cudaKernelNodeParams table_params(RangeTable*& where, RangeTable& table, void** args) {
+    args[0] = &where;
+    args[1] = &table;
+    cudaKernelNodeParams kp{};
+    kp.func = reinterpret_cast<void*>(&write_range_table<>);
+    kp.gridDim = dim3(1);
+    kp.blockDim = dim3(1);
+    kp.kernelParams = args;
+    return kp;
+  }
+  // The executable graph's table node at `ends`: one node's parameters,
+  // which the next launch uses.
+  bool set_table(Entry& e, const Endpoints& ends) {
+    RangeTable* where = e.table.get();
+    RangeTable table = table_of(ends);
+    void* args[2];
+    const cudaKernelNodeParams kp = table_params(where, table, args);
+    if (cudaGraphExecKernelNodeSetParams(e.exec.get(), e.table_node, &kp) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return true;
+  }
+  // A copy the op makes, as a kernel node: copy `j` of an h2d op is input
+  // j's (copies_of's order), of a d2h op output j's.
+  cudaGraphNode_t add_copy_kernel(Entry& e, const Op& op, std::size_t j, const Copy& c, const Endpoints& ends,
+                                  const std::vector<cudaGraphNode_t>& deps) {
+    const bool in = op.kind == OpKind::h2d;
+    unsigned range = static_cast<unsigned>(in ? j : ends.in.size() + j);
+    const std::byte* base = in ? ends.in[j].data : ends.out[j].data;
+    const std::byte* far = static_cast<const std::byte*>(in ? c.src : static_cast<const void*>(c.dst));
+    std::size_t offset = static_cast<std::size_t>(far - base);
+    unsigned char* slot = static_cast<unsigned char*>(in ? c.dst : const_cast<void*>(c.src));
+    std::size_t bytes = c.bytes;
+    const RangeTable* table = e.table.get();
+    bool to_slot = in;
+    void* args[] = {&table, &range, &offset, &slot, &bytes, &to_slot};
+    cudaKernelNodeParams kp{};
+    kp.func = reinterpret_cast<void*>(&copy_with_table<>);
+    kp.gridDim = dim3(copy_kernel_blocks(bytes));
+    kp.blockDim = dim3(copy_kernel_threads);
+    kp.kernelParams = args;
+    cudaGraphNode_t node = nullptr;
+    CHUNKPIPE_CUDA_TRY(cudaGraphAddKernelNode(&node, e.graph.get(), deps.data(), deps.size(), &kp));
+    return node;
+  }
 
   template <class In>
   Entry& build(const Key& key, const Endpoints& ends, GraphStats& stats) {
@@ -271,9 +401,21 @@ class GraphExecutor {
     std::vector<std::vector<cudaGraphNode_t>> exits(e.plan.ops.size());
     std::vector<cudaGraphNode_t> deps;
     std::unordered_map<cudaGraphNode_t, std::size_t> owner;  // logging only: node -> op
+    e.copy_kernels = kernels_can_copy(ends);
+    if (e.copy_kernels) {
+      // The table node first: every op without a wait follows it, so every
+      // copy kernel does.
+      e.table = TableMemory(launch_.get());
+      RangeTable* where = e.table.get();
+      RangeTable table = table_of(ends);
+      void* args[2];
+      const cudaKernelNodeParams kp = table_params(where, table, args);
+      CHUNKPIPE_CUDA_TRY(cudaGraphAddKernelNode(&e.table_node, e.graph.get(), nullptr, 0, &kp));
+    }
     for (const Op& op : e.plan.ops) {
       deps.clear();
       for (std::size_t d : pg.deps[op.id]) deps.insert(deps.end(), exits[d].begin(), exits[d].end());
+      if (deps.empty() && e.copy_kernels) deps.push_back(e.table_node);
       const OpWork w = work_of(op, n);
       const Step& step = e.plan.steps[static_cast<std::size_t>(op.step)];
       std::vector<cudaGraphNode_t>& mine = exits[op.id];
@@ -281,10 +423,15 @@ class GraphExecutor {
         add_stage<In>(e.graph.get(), op, step, w, deps, mine);
       } else {
         ::chunkpipe::detail::copies_of(op, step, mem_, ends, w.offset, w.count, copies_);
-        for (const Copy& c : copies_) {
+        for (std::size_t j = 0; j < copies_.size(); ++j) {
+          const Copy& c = copies_[j];
           cudaGraphNode_t node = nullptr;
-          CHUNKPIPE_CUDA_TRY(cudaGraphAddMemcpyNode1D(&node, e.graph.get(), deps.data(), deps.size(), c.dst, c.src,
-                                                      c.bytes, cudaMemcpyDefault));
+          if (e.copy_kernels) {
+            node = add_copy_kernel(e, op, j, c, ends, deps);
+          } else {
+            CHUNKPIPE_CUDA_TRY(cudaGraphAddMemcpyNode1D(&node, e.graph.get(), deps.data(), deps.size(), c.dst, c.src,
+                                                        c.bytes, cudaMemcpyDefault));
+          }
           mine.push_back(node);
           e.copy_nodes.push_back(node);
         }
@@ -301,6 +448,7 @@ class GraphExecutor {
       }
     }
     stats.build_ms = ms_since(t0);
+    stats.copy_kernels = e.copy_kernels;
     const auto t1 = std::chrono::steady_clock::now();
     cudaGraphExec_t exec = nullptr;
     const cudaError_t err = cudaGraphInstantiate(&exec, e.graph.get(), 0);
@@ -314,7 +462,7 @@ class GraphExecutor {
     }
     e.exec.reset(exec);
     stats.instantiate_ms = ms_since(t1);
-    if (logging_) issued_ = IssuedGraph{e.plan, read_back(e.graph.get(), e.plan.ops.size(), owner)};
+    if (logging_) issued_ = IssuedGraph{e.plan, read_back(e.graph.get(), e.plan.ops.size(), owner, e.table_node)};
     return cache_[key] = std::move(e);
   }
 
@@ -392,8 +540,10 @@ class GraphExecutor {
   }
 
   // The graph's edges as CUDA holds them, between ops.
+  // `table`: the copy kernels' table node (or null), which belongs to no op;
+  // every other node must be an op's.
   static PlanGraph read_back(cudaGraph_t graph, std::size_t ops,
-                             const std::unordered_map<cudaGraphNode_t, std::size_t>& owner) {
+                             const std::unordered_map<cudaGraphNode_t, std::size_t>& owner, cudaGraphNode_t table) {
     std::size_t count = 0;
     CHUNKPIPE_CUDA_TRY(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
     std::vector<cudaGraphNode_t> from(count), to(count);
@@ -401,6 +551,7 @@ class GraphExecutor {
     PlanGraph g;
     g.deps.resize(ops);
     for (std::size_t i = 0; i < count; ++i) {
+      if (table != nullptr && from[i] == table) continue;  // every op without a wait follows it
       const std::size_t a = owner.at(from[i]), b = owner.at(to[i]);
       if (a != b) g.deps[b].push_back(a);
     }
