@@ -509,7 +509,8 @@ class Spread {
   std::size_t piece_elems() const { return piece_units * members_.front()->geometry().chunk_elems; }
 
   /// Waits for every run queued (run_async) to complete, then lets go of
-  /// the members. Blocks.
+  /// the members. Blocks. Not to be called from inside one of its runs
+  /// (a Source, Sink or finish()), which it would wait for.
   ~Spread() {
     {
       std::lock_guard<std::mutex> lock(queue_mutex_);
