@@ -29,11 +29,6 @@ const Flow& flow_of() {
   return flow;
 }
 
-/// Completes a run's endpoints with what the pipeline's last stage makes
-/// of them: `per_record` (Endpoints::per_record), for a stage that emits a
-/// count its Packed counter (null otherwise), whose run fails once it is
-/// complete if an output was too short, and `keep`, storage the outputs
-/// point into.
 /// Throws pipeline_error if a run that emitted a count wrote less than it
 /// emitted (an output range was too short), saying how much was kept.
 inline void check_packed(const Packed& p) {
@@ -45,6 +40,11 @@ inline void check_packed(const Packed& p) {
   }
 }
 
+/// Completes a run's endpoints with what the pipeline's last stage makes
+/// of them: `per_record` (Endpoints::per_record), for a stage that emits a
+/// count its Packed counter (null otherwise), whose run fails once it is
+/// complete if an output was too short, and `keep`, storage the outputs
+/// point into.
 inline void complete_endpoints(Endpoints& e, std::size_t per_record, std::shared_ptr<Packed> packed,
                                std::shared_ptr<void> keep) {
   e.per_record = per_record;

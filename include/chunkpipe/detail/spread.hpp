@@ -455,6 +455,8 @@ class Spread {
   using Front = typename member_front<Member>::type;
   static constexpr bool folds_ = Front::folds_result;
   static constexpr bool counted_ = Front::counted;
+  // What run(in, out) gives: a Filter's or Emit's count, or the summary.
+  using RunResult = std::conditional_t<counted_, std::size_t, SpreadSummary>;
 
  public:
   /// Pieces a member may have in flight: two keep its schedule fed across
@@ -559,15 +561,22 @@ class Spread {
   /// ready. Throws config_error for bad ranges (overlaps within the run)
   /// before anything is queued; the run's own errors reach its ticket, and
   /// the runs after it still run. Safe to call from several threads.
-  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
-  [[nodiscard]] SpreadTicket<SpreadSummary> run_async(In&& in, Out&& out) {
+  /// For a Filter or Emit, get() says how many elements the run wrote.
+  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out) {
     auto ins = as_inputs(std::forward<In>(in));
     auto outs = as_outputs(std::forward<Out>(out));
-    const std::size_t n = validate_run(ins, outs, per_record_);
+    // A counted run's outputs may have any length (run_packed_out).
+    const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     check_overlaps(ins, outs);
-    return enqueue<SpreadSummary>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
+    return enqueue<RunResult>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
       Outcome o = run_sides(std::move(ins), std::move(outs), n);
-      SpreadSummary value = o.summary;
+      RunResult value{};
+      if constexpr (counted_) {
+        value = o.summary.written;
+      } else {
+        value = o.summary;
+      }
       return std::make_pair(std::move(value), std::move(o));
     });
   }
@@ -587,21 +596,6 @@ class Spread {
   std::size_t run(In&& in, Out&& out) {
     refuse_reentry();
     return blocking(run_async(std::forward<In>(in), std::forward<Out>(out)));
-  }
-
-  /// Queues such a run (as run_async of other stages does); get() on the
-  /// ticket waits and says how many elements it wrote.
-  template <class In, class Out, bool C = counted_, std::enable_if_t<C, int> = 0>
-  [[nodiscard]] SpreadTicket<std::size_t> run_async(In&& in, Out&& out) {
-    auto ins = as_inputs(std::forward<In>(in));
-    auto outs = as_outputs(std::forward<Out>(out));
-    const std::size_t n = validate_run(ins, outs, 0);  // outputs of any length (run_packed_out)
-    check_overlaps(ins, outs);
-    return enqueue<std::size_t>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
-      Outcome o = run_sides(std::move(ins), std::move(outs), n);
-      const std::size_t written = o.summary.written;
-      return std::make_pair(written, std::move(o));
-    });
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
