@@ -13,6 +13,13 @@
 // the ops' ring events (below), so a staged run's host work starts while
 // earlier runs' GPU work is still in flight.
 //
+// The calibration's timed ops (calibration.cuh) run on a twin of their
+// queue's stream, in order with it (an event each way), and their timing
+// events are recorded there: on the H200 a stream on which a timing event
+// was once recorded runs later work 1.5 to 3% slower, for runs after it
+// too (benchmarks/probes/timing_streams.cu), and the schedule's streams
+// carry every run. Profiled runs time every op on the schedule's streams.
+//
 // An op's completion event lives in a ring indexed by (step, chunk %
 // reach): an entry is recorded again only by the same step of the same
 // slot `reach` chunks later, on the same queue, so a late waiter only ever
@@ -182,12 +189,14 @@ class StreamExecutor {
       }
     }
     NvtxRange range(names_[static_cast<std::size_t>(op.step)], op.chunk - run.first_chunk);
+    Calibration::Probe* probe = calibration_ ? calibration_->probe_for(op, w.count) : nullptr;
+    const cudaStream_t queue_stream = stream;
+    if (probe) stream = to_twin(q);  // the op, its events and its timing: on the twin
     RunState::Timed* timed = st.profile && w.count != 0 ? start_timing(st, op, run, w.count) : nullptr;
     if (timed) {
       timed->start = Event::create(true);
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->start.get(), stream));
     }
-    Calibration::Probe* probe = calibration_ ? calibration_->probe_for(op, w.count) : nullptr;
     if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->start.get(), stream));
     if (w.count != 0) {
       // What the op does can fail without breaking the schedule: the run
@@ -226,7 +235,10 @@ class StreamExecutor {
       timed->end = Event::create(true);
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->end.get(), stream));
     }
-    if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
+    if (probe) {
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
+      from_twin(q, queue_stream);
+    }
   }
 
   /// Blocks until host op `id` (issued earlier) has run.
@@ -446,6 +458,27 @@ class StreamExecutor {
   // of the same slot `reach` chunks later, which no waiter of `r` precedes.
   std::size_t ring_owner(const Record& r) const { return r.id; }
 
+  // The twin of device queue q's stream, made to follow everything issued
+  // on that stream so far (created the first time a timed op needs it).
+  cudaStream_t to_twin(std::size_t q) {
+    while (twins_.size() <= q) twins_.emplace_back();
+    Twin& t = twins_[q];
+    if (!t.stream) {
+      t.stream = Stream::create();
+      t.there = Event::create();
+      t.back = Event::create();
+    }
+    CHUNKPIPE_CUDA_TRY(cudaEventRecord(t.there.get(), streams_[q].get()));
+    CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(t.stream.get(), t.there.get(), 0));
+    return t.stream.get();
+  }
+  // Queue q's stream follows what its twin was given.
+  void from_twin(std::size_t q, cudaStream_t queue_stream) {
+    Twin& t = twins_[q];
+    CHUNKPIPE_CUDA_TRY(cudaEventRecord(t.back.get(), t.stream.get()));
+    CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(queue_stream, t.back.get(), 0));
+  }
+
   // An op's record, by id. Waits reach back a bounded number of ops, except
   // to an op that is still the latest of its step and slot (a pinned buffer
   // last used by a staged run long ago), which the second table keeps.
@@ -480,6 +513,13 @@ class StreamExecutor {
   bool logging_ = false;
   std::vector<Op> log_;
   Calibration* calibration_ = nullptr;
+  // Timed ops' streams (to_twin): one per device queue, made on first use.
+  // Each handover records its event again; a wait takes the latest record.
+  struct Twin {
+    Stream stream;
+    Event there, back;
+  };
+  std::vector<Twin> twins_;
   // Profiling's clock (Report::clock_ms): zero at the first profiled run.
   std::shared_ptr<const Event> clock_zero_;
   std::chrono::steady_clock::time_point host_clock_zero_;
