@@ -261,10 +261,13 @@ inline Decision decide_lanes(const Options& user, bool all_elementwise, const Me
   for (int lanes = 1; lanes <= most; ++lanes) {
     Options o = user;
     o.kernel_lanes = lanes;
-    Candidate c = detail::predict_candidate(o, all_elementwise, m, machine);
+    // Simulate only schedules not ranked yet (the options as they are are
+    // one of these): a simulation of a long run is most of a decision's
+    // host time, which a calibrating pipeline spends between runs.
+    const Geometry g = detail::resolve_geometry(o, all_elementwise, detail::Target::device, m.unit_multiple);
     bool seen = false;
-    for (const Candidate& k : d.ranked) seen = seen || detail::same_schedule(k.geometry, c.geometry);
-    if (!seen) d.ranked.push_back(std::move(c));
+    for (const Candidate& k : d.ranked) seen = seen || detail::same_schedule(k.geometry, g);
+    if (!seen) d.ranked.push_back(detail::predict_candidate(o, all_elementwise, m, machine));
   }
   detail::conclude(d, m, machine, margin);
   return d;

@@ -683,8 +683,8 @@ class CudaRunner {
   // chunks are done, the geometry's until then. Under issue_mutex_.
   // Only the first decision is made here, before the run is issued, so
   // that the run after the timed chunks already gets it; a check's is made
-  // after a run was issued (issue()), where deciding (two simulated
-  // schedules: about 0.5 ms of host time) overlaps the GPU's work instead
+  // after a run was issued (issue()), where deciding (a simulated run per
+  // lane count: under a millisecond of host time) overlaps the GPU's work instead
   // of delaying the run's first op (benchmarks/probes/default_gap.cu found
   // each run that followed a check 0.5 ms slower when it was made here).
   int lanes_for_run(std::size_t n) {
