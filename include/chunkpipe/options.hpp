@@ -179,6 +179,16 @@ inline constexpr int max_kernel_lanes = 8;
 /// nothing; over a short run that costs more than the per-op calls it saves.
 inline constexpr std::size_t graph_min_chunks = 64;
 
+/// Largest unit (elements, of float) at which the automatic executor gives
+/// a stage_streams run a graph: 256 KiB, the largest whose copies the graph
+/// executor makes kernels. With copy nodes (1 and 4 MiB units) a
+/// stage_streams graph replayed 0.9 to 3.4% slower than the same runs on
+/// streams on the H200, and so did CUDA's own capture of that schedule
+/// (benchmarks/probes/graph_edges.cu); slot_streams and serial graphs were
+/// as fast or faster up to small_window_elems (benchmarks/RESULTS.md,
+/// "CUDA graphs").
+inline constexpr std::size_t stage_graph_max_elems = std::size_t{1} << 16;
+
 /// Runs of one shape (element count) the automatic executor issues on
 /// streams before it builds that shape's graph: building costs about as
 /// much host time as issuing the run a few times over, so only a shape
@@ -215,8 +225,9 @@ inline Executor choose_executor(const Options& o, const Geometry& g, bool all_el
   // repeated shape), and only for Map stages, which a graph replays
   // exactly. A ChunkFn runs when its graph is built, not on every run, so
   // it gets graphs only when asked for.
-  const bool pays = all_elementwise && g.chunk_elems < small_window_elems && chunks >= graph_min_chunks &&
-                    seen >= graph_after_runs;
+  const bool small = g.policy == Policy::stage_streams ? g.chunk_elems <= stage_graph_max_elems
+                                                       : g.chunk_elems < small_window_elems;
+  const bool pays = all_elementwise && small && chunks >= graph_min_chunks && seen >= graph_after_runs;
   return !refusal && pays ? Executor::graphs : Executor::streams;
 }
 

@@ -46,7 +46,9 @@ enum class Policy : std::uint8_t {
 /// What turns a plan into device work (Options::executor).
 enum class Executor : std::uint8_t {
   /// Let chunkpipe choose per run: graphs for a Map-only pipeline's pinned
-  /// runs of many small chunks once their shape repeats, streams otherwise.
+  /// runs of many small chunks once their shape repeats (units up to
+  /// stage_graph_max_elems under stage_streams, under small_window_elems
+  /// otherwise: where graphs measured faster), streams otherwise.
   automatic,
   /// CUDA streams and events, op by op, as the plan issues them
   /// (detail/stream_executor.cuh). Every run can use it.

@@ -345,6 +345,36 @@ TEST_CASE("which pipelines calibrate on the GPU, and the plans a decision gives"
   CHECK(stage_queues(g) == 1);
 }
 
+TEST_CASE("the automatic executor gives graphs only to the runs they measured faster for", "[host][config][graphs]") {
+  // What ChunkedPipeline::plan_for says a run of that shape gets once it
+  // repeats: the choice its runs get (options.hpp, choose_executor).
+  using detail::PipelineFront;
+  using detail::Target;
+  using MapFront = PipelineFront<Map<Fma>>;
+  auto executor = [](Options o, std::size_t unit, std::size_t chunks = graph_min_chunks) {
+    o.chunk_elems = unit;
+    o.grain_elems = unit;  // keep the window as the unit
+    return MapFront(Target::device, o, Map<Fma>{}).plan_for(chunks * unit).executor;
+  };
+  // stage_streams, the automatic policy's: only units whose copies the graph
+  // makes kernels (256 KiB of float); its graphs of copy nodes were slower.
+  CHECK(executor({}, std::size_t{1} << 12) == Executor::graphs);
+  CHECK(executor({}, stage_graph_max_elems) == Executor::graphs);
+  CHECK(executor({}, 2 * stage_graph_max_elems) == Executor::streams);
+  CHECK(executor({.policy = Policy::stage_streams}, std::size_t{1} << 18) == Executor::streams);  // 1 MiB
+  // slot_streams and serial: up to the small window.
+  CHECK(executor({.policy = Policy::slot_streams}, std::size_t{1} << 18) == Executor::graphs);
+  CHECK(executor({.policy = Policy::serial}, std::size_t{1} << 18) == Executor::graphs);
+  CHECK(executor({.policy = Policy::slot_streams}, small_window_elems) == Executor::streams);
+  // Never: too few chunks, or streams asked for; always when asked for.
+  CHECK(executor({}, std::size_t{1} << 12, graph_min_chunks - 1) == Executor::streams);
+  CHECK(executor({.executor = Executor::streams}, std::size_t{1} << 12) == Executor::streams);
+  CHECK(executor({.executor = Executor::graphs}, std::size_t{1} << 18) == Executor::graphs);
+  // The host backend has no executor but its own.
+  CHECK(MapFront(Target::host, {.chunk_elems = 1 << 12}, Map<Fma>{}).plan_for(graph_min_chunks << 12).executor ==
+        Executor::streams);
+}
+
 TEST_CASE("runs of one schedule on different kernel lanes run bit for bit on the host backend",
           "[host][lanes][calibrate][hazards]") {
   // What a calibrating pipeline issues (calibration.cuh): a first run on
