@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -227,6 +228,109 @@ TEST_CASE("small copies under graphs are kernels: unaligned and registered range
   REQUIRE(cudaHostUnregister(z.data()) == cudaSuccess);
 }
 
+namespace {
+
+// Bytes: a range one byte off alignment takes the copy kernels' byte path.
+struct ByteMix {
+  CHUNKPIPE_HOST_DEVICE std::uint8_t operator()(std::uint8_t b) const {
+    return static_cast<std::uint8_t>(b * 7u + 3u);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("small copies under graphs: the byte path, a refused re-point, evicted tables", "[gpu][graphs]") {
+  // Bytes one past a 4-byte boundary: neither word path applies.
+  {
+    const std::size_t n = kElems;
+    PinnedArray<std::uint8_t> a(n + 1), y(n + 1);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<std::uint8_t>((i * 131u + 17u) % 251u);
+    std::memset(y.data(), 0xA5, y.size());
+    ChunkedPipeline<Map<ByteMix>> bytes({.chunk_elems = kWindow, .depth = 3, .policy = Policy::stage_streams,
+                                         .grain_elems = kWindow, .executor = Executor::graphs});
+    bytes.run(host_span(static_cast<const std::uint8_t*>(a.data() + 1), n), host_span(y.data() + 1, n));
+    REQUIRE(bytes.graph_stats().copy_kernels);
+    REQUIRE(y[0] == 0xA5);
+    for (std::size_t i = 1; i <= n; ++i) REQUIRE(y[i] == ByteMix{}(a[i]));
+  }
+
+  const Chain f{};
+  const Options o{.chunk_elems = kWindow, .depth = 3, .policy = Policy::slot_streams, .grain_elems = kWindow,
+                  .executor = Executor::graphs};
+  PinnedArray<float> a(kElems), y(kElems);
+  fill(a, 16);
+
+  // Managed memory the caller calls pinned: copies can reach it, a copy
+  // kernel is not given it (it would migrate the pages). The cached graph of
+  // copy kernels refuses the new ranges, and a graph of copy nodes replaces it.
+  {
+    ChunkedPipeline<Map<Chain>> graphs(o, Map<Chain>{f});
+    poison(y);
+    graphs.run(a, y);
+    REQUIRE(graphs.graph_stats().copy_kernels);
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(y[i] == f(a[i]));
+    float* m_in = nullptr;
+    float* m_out = nullptr;
+    REQUIRE(cudaMallocManaged(&m_in, kElems * sizeof(float)) == cudaSuccess);
+    REQUIRE(cudaMallocManaged(&m_out, kElems * sizeof(float)) == cudaSuccess);
+    for (std::size_t i = 0; i < kElems; ++i) m_in[i] = value_at(i, 17);
+    std::memset(m_out, 0xFF, kElems * sizeof(float));
+    poison(y);
+    graphs.run(host_span(static_cast<const float*>(m_in), kElems, Memory::pinned),
+               host_span(m_out, kElems, Memory::pinned));
+    GraphStats s = graphs.graph_stats();
+    CHECK(s.built == 2);
+    CHECK(s.updated == 0);
+    CHECK(s.cached == 1);
+    CHECK_FALSE(s.copy_kernels);
+    REQUIRE(all_poisoned(y));
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(m_out[i] == f(m_in[i]));
+    // Back to the pinned pair: the graph of copy nodes re-pointed, or, where
+    // CUDA will not move a copy node between those kinds of memory, a graph
+    // of copy kernels again.
+    std::memset(m_out, 0xFF, kElems * sizeof(float));
+    graphs.run(a, y);
+    s = graphs.graph_stats();
+    CHECK((s.updated == 1 ? s.built == 2 : s.built == 3 && s.copy_kernels));
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(y[i] == f(a[i]));
+    for (std::size_t i = 0; i < kElems; ++i) REQUIRE(std::isnan(m_out[i]));
+    REQUIRE(cudaFree(m_in) == cudaSuccess);
+    REQUIRE(cudaFree(m_out) == cudaSuccess);
+  }
+
+  // More shapes than the cache keeps (8), queued back to back: the oldest
+  // graphs and their tables go while later launches are in flight, and a
+  // shape seen again is built again. Every output right.
+  {
+    ChunkedPipeline<Map<Chain>> graphs(o, Map<Chain>{f});
+    constexpr int shapes = 10;
+    std::vector<PinnedArray<float>> outs;
+    std::vector<RunTicket> tickets;
+    for (int k = 0; k < shapes; ++k) {
+      const std::size_t n = kElems - static_cast<std::size_t>(k) * 301;
+      outs.emplace_back(n);
+      poison(outs.back());
+      tickets.push_back(graphs.run_async(host_span(static_cast<const float*>(a.data()), n),
+                                         host_span(outs.back().data(), n)));
+    }
+    for (RunTicket& t : tickets) t.wait();
+    for (int k = 0; k < shapes; ++k) {
+      INFO("shape " << k);
+      for (std::size_t i = 0; i < outs[static_cast<std::size_t>(k)].size(); ++i) {
+        REQUIRE(outs[static_cast<std::size_t>(k)][i] == f(a[i]));
+      }
+    }
+    GraphStats s = graphs.graph_stats();
+    CHECK(s.built == static_cast<std::size_t>(shapes));
+    CHECK(s.cached == 8);
+    REQUIRE(s.copy_kernels);
+    poison(outs[0]);
+    graphs.run(host_span(static_cast<const float*>(a.data()), outs[0].size()), host_span(outs[0].data(), outs[0].size()));
+    for (std::size_t i = 0; i < outs[0].size(); ++i) REQUIRE(outs[0][i] == f(a[i]));
+    CHECK(graphs.graph_stats().built == static_cast<std::size_t>(shapes) + 1);
+  }
+}
+
 TEST_CASE("several inputs and outputs and window-level stages under graphs", "[gpu][graphs]") {
   PinnedArray<float> x(kElems), y(kElems), sum(kElems), diff(kElems);
   fill(x, 4);
@@ -239,6 +343,26 @@ TEST_CASE("several inputs and outputs and window-level stages under graphs", "[g
   for (std::size_t i = 0; i < kElems; ++i) {
     REQUIRE(sum[i] == x[i] + y[i]);
     REQUIRE(diff[i] == x[i] - y[i]);
+  }
+  // Its copies are kernels reading four ranges from one table (inputs,
+  // then outputs): pointed at four new ones, each lands where it belongs,
+  // and the old outputs stay as they were.
+  REQUIRE(two.graph_stats().copy_kernels);
+  PinnedArray<float> x2(kElems), y2(kElems), sum2(kElems), diff2(kElems);
+  fill(x2, 14);
+  fill(y2, 15);
+  poison(sum);
+  poison(diff);
+  poison(sum2);
+  poison(diff2);
+  two.run(inputs(x2, y2), outputs(sum2, diff2));
+  REQUIRE(two.graph_stats().built == 1);
+  REQUIRE(two.graph_stats().updated == 1);
+  REQUIRE(all_poisoned(sum));
+  REQUIRE(all_poisoned(diff));
+  for (std::size_t i = 0; i < kElems; ++i) {
+    REQUIRE(sum2[i] == x2[i] + y2[i]);
+    REQUIRE(diff2[i] == x2[i] - y2[i]);
   }
 
   // A ChunkFn's launches are captured on ctx.stream, with the chunk index

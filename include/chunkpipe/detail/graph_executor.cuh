@@ -59,6 +59,7 @@
 #include <exception>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -541,9 +542,22 @@ class GraphExecutor {
 
   // The graph's edges as CUDA holds them, between ops.
   // `table`: the copy kernels' table node (or null), which belongs to no op;
-  // every other node must be an op's.
+  // every other node must be an op's. A graph with a table must have it as
+  // its only root, or a copy kernel could read the table before it is
+  // written: that is checked here too (std::logic_error), since the edges
+  // returned leave the table node out.
   static PlanGraph read_back(cudaGraph_t graph, std::size_t ops,
                              const std::unordered_map<cudaGraphNode_t, std::size_t>& owner, cudaGraphNode_t table) {
+    if (table != nullptr) {
+      std::size_t roots = 0;
+      CHUNKPIPE_CUDA_TRY(cudaGraphGetRootNodes(graph, nullptr, &roots));
+      std::vector<cudaGraphNode_t> root(roots);
+      CHUNKPIPE_CUDA_TRY(cudaGraphGetRootNodes(graph, root.data(), &roots));
+      if (roots != 1 || root[0] != table) {
+        throw std::logic_error("chunkpipe: a graph of copy kernels has " + std::to_string(roots) +
+                               " root nodes; its range table's must be the only one");
+      }
+    }
     std::size_t count = 0;
     CHUNKPIPE_CUDA_TRY(cudaGraphGetEdges(graph, nullptr, nullptr, nullptr, &count));
     std::vector<cudaGraphNode_t> from(count), to(count);
