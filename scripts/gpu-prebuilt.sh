@@ -13,6 +13,8 @@
 #
 # run writes OUTDIR/summary.txt (a line a step) and OUTDIR/logs.tgz, and
 # exits 1 if any step failed or was left out for lack of time.
+# GPU_PREBUILT_TOOLS (default "memcheck synccheck racecheck") names the
+# sanitizer passes, so that they can be split over two calls.
 set -uo pipefail
 case "${1:-}" in
   pack)
@@ -61,7 +63,7 @@ case "${1:-}" in
       read -r -a words <<< "$b"
       step "bench-${words[0]}" 600 "./${words[0]}" "${words[@]:1}"
     done
-    for tool in memcheck synccheck racecheck; do
+    for tool in ${GPU_PREBUILT_TOOLS-memcheck synccheck racecheck}; do
       extra=()
       case $tool in
         memcheck) extra=(--leak-check full) ;;
