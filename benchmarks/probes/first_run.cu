@@ -22,14 +22,7 @@
 
 namespace {
 
-double us_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double us_since(std::chrono::steady_clock::time_point t0) { return 1e3 * probe::ms_since(t0); }
 
 }  // namespace
 
@@ -60,7 +53,7 @@ int main() {
       CK(cudaStreamDestroy(s));
     }
     std::printf("host: 30 timing events %.1f us, 30 events without timing %.1f us, one stream %.1f us (medians of 9)\n",
-                median(ev_t), median(ev_p), median(st));
+                probe::median(ev_t), probe::median(ev_p), probe::median(st));
   }
 
   const cudaStream_t ts = probe::new_stream();
@@ -112,8 +105,9 @@ int main() {
     for (const Kind& k : kinds) {
       std::vector<double> ratio;
       for (std::size_t r = 0; r < k.ms.size(); ++r) ratio.push_back(k.ms[r] / kinds[1].ms[r]);
-      std::printf("  %-34s first %8.3f ms (/1 lane %.4f)  issue %8.1f us  make %7.1f us  second %8.3f ms (issue %7.1f us)\n", k.name,
-                  median(k.ms), median(ratio), median(k.issue_us), median(k.make_us), median(k.second_ms),
+      using probe::median;
+      std::printf("  %-34s first %8.3f ms (/1 lane %.4f)  issue %8.1f us  make %7.1f us  second %8.3f ms (issue %7.1f us)\n",
+                  k.name, median(k.ms), median(ratio), median(k.issue_us), median(k.make_us), median(k.second_ms),
                   median(k.second_issue_us));
     }
   }

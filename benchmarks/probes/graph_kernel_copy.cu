@@ -74,15 +74,6 @@ __global__ void fused(const Desc* d, std::size_t first, std::size_t n4, probe::F
   }
 }
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 template <class... A>
 cudaGraphNode_t add_kernel(cudaGraph_t g, const std::vector<cudaGraphNode_t>& deps, void (*fn)(A...), unsigned grid,
                            void** args) {
@@ -164,11 +155,11 @@ int main(int argc, char** argv) {
         }
         last[s] = out_node;
       }
-      build_ms = ms_since(t0);
+      build_ms = probe::ms_since(t0);
       const auto t1 = std::chrono::steady_clock::now();
       cudaGraphExec_t exec = nullptr;
       CK(cudaGraphInstantiate(&exec, g, 0));
-      inst_ms = ms_since(t1);
+      inst_ms = probe::ms_since(t1);
       CK(cudaGraphDestroy(g));
       return exec;
     };
@@ -183,7 +174,7 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       *h_desc = Desc{host.in, host.out};
       CK(cudaMemcpyAsync(d_desc, h_desc, sizeof(Desc), cudaMemcpyHostToDevice, stream));
-      update_ms.push_back(ms_since(t0));
+      update_ms.push_back(probe::ms_since(t0));
     };
     const auto join = probe::join_streams({stream});
     std::vector<probe::Variant> vs;
@@ -214,7 +205,7 @@ int main(int argc, char** argv) {
     probe::run_rounds(vs, rounds, 1);
     std::printf("%5zu KiB, %zu chunks: build + instantiate: copy nodes %.1f + %.1f ms, copy kernels %.1f + %.1f ms, "
                 "fused %.1f + %.1f ms; the kernels' update (descriptor + its copy queued) %.4f ms median\n\n",
-                window_kib, chunks, b_nodes, i_nodes, b_kern, i_kern, b_fused, i_fused, median(update_ms));
+                window_kib, chunks, b_nodes, i_nodes, b_kern, i_kern, b_fused, i_fused, probe::median(update_ms));
     CK(cudaGraphExecDestroy(g_nodes));
     CK(cudaGraphExecDestroy(g_kern));
     CK(cudaGraphExecDestroy(g_fused));

@@ -16,15 +16,6 @@
 
 namespace {
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 int main() {
@@ -78,10 +69,10 @@ int main() {
       if (g) CK(cudaGraphDestroy(g));
       auto t0 = std::chrono::steady_clock::now();
       build(host.in, host.out, g);
-      t_build.push_back(ms_since(t0));
+      t_build.push_back(probe::ms_since(t0));
       t0 = std::chrono::steady_clock::now();
       CK(cudaGraphInstantiate(&exec, g, 0));
-      t_inst.push_back(ms_since(t0));
+      t_inst.push_back(probe::ms_since(t0));
     }
     // Every copy node at round r's buffers (the two pairs alternate), through `set`.
     auto repoint = [&](int r, auto&& set) {
@@ -100,22 +91,23 @@ int main() {
       repoint(r, [&](cudaGraphNode_t node, void* dst, const void* src) {
         return cudaGraphExecMemcpyNodeSetParams1D(exec, node, dst, src, bytes, cudaMemcpyDefault);
       });
-      t_exec_set.push_back(ms_since(t0));
+      t_exec_set.push_back(probe::ms_since(t0));
     }
     for (int r = 0; r < 5; ++r) {
       auto t0 = std::chrono::steady_clock::now();
       repoint(r, [&](cudaGraphNode_t node, void* dst, const void* src) {
         return cudaGraphMemcpyNodeSetParams1D(node, dst, src, bytes, cudaMemcpyDefault);
       });
-      t_graph_set.push_back(ms_since(t0));
+      t_graph_set.push_back(probe::ms_since(t0));
       t0 = std::chrono::steady_clock::now();
       cudaGraphExecUpdateResultInfo info{};
       CK(cudaGraphExecUpdate(exec, g, &info));
-      t_update.push_back(ms_since(t0));
+      t_update.push_back(probe::ms_since(t0));
     }
     // The updated graph still runs, and writes where it now points.
     CK(cudaGraphLaunch(exec, nullptr));
     CK(cudaDeviceSynchronize());
+    using probe::median;
     const double built = median(t_build), inst = median(t_inst), es = median(t_exec_set), gs = median(t_graph_set),
                  up = median(t_update);
     std::printf("%5zu KiB, %zu chunks, %zu copy nodes: build %.2f ms + instantiate %.2f ms = %.2f; exec setters %.2f ms "

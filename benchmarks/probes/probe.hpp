@@ -43,6 +43,17 @@ __global__ void kern(const float* in, float* out, std::size_t n, Fma f) {
   if (i < n) out[i] = f(in[i]);
 }
 
+/// The median of `v` (the upper one of an even count).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+/// Host time since `t0`, in ms.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 /// Exit status 77 (CTest's "skipped") with a line saying why, or 0.
 inline int require_gpu() {
   int devices = 0;
@@ -118,17 +129,13 @@ inline void run_rounds(std::vector<Variant>& vs, int rounds, std::size_t step) {
     float ms = 0.f;
     CK(cudaEventElapsedTime(&ms, e0, e1));
     v.event_ms.push_back(ms);
-    v.wall_ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    v.wall_ms.push_back(ms_since(t0));
   };
   for (Variant& v : vs) pass(v);  // warm-up
   for (Variant& v : vs) v.event_ms.clear(), v.wall_ms.clear();
   for (int r = 0; r < rounds; ++r) {
     for (std::size_t i = 0; i < vs.size(); ++i) pass(vs[(i + static_cast<std::size_t>(r) * step) % vs.size()]);
   }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
   for (const Variant& v : vs) {
     const auto [lo, hi] = std::minmax_element(v.event_ms.begin(), v.event_ms.end());
     std::printf("%-48s event %8.3f ms (min %8.3f max %8.3f)  wall %8.3f\n", v.name.c_str(), median(v.event_ms), *lo,

@@ -155,10 +155,6 @@ int main() {
       for (auto e : l.timing) CK(cudaEventDestroy(e));
     }
   }
-  auto median = [](std::vector<double> x) {
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
   std::printf("stage_streams d3 by hand, 8 MiB chunks, 1 GiB each way, 0 FMAs, fresh streams each round; %d rounds\n",
               rounds);
   for (const Variant& v : vs) {
@@ -168,7 +164,7 @@ int main() {
       r2.push_back(v.second[i] / vs[0].second[i]);
     }
     std::printf("  %-32s first pass %8.3f ms (/plain %.4f)  second pass %8.3f ms (/plain %.4f)\n", v.name,
-                median(v.first), median(r1), median(v.second), median(r2));
+                probe::median(v.first), probe::median(r1), probe::median(v.second), probe::median(r2));
   }
   return 0;
 }
