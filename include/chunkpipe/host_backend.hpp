@@ -369,7 +369,10 @@ class HostPipeline {
     const Staging mode = options().staging;
     const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged);
+    // A spread's piece has the spread's own ends (it cuts the user's Source
+    // and Sink into windows itself).
+    const detail::Window window = label.piece ? detail::Window{} : engine_->front.window_for(n);
+    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged, window);
     if (Front::counted && !packed) packed = std::make_shared<detail::Packed>();
     detail::complete_endpoints(made, engine_->front.per_record(), std::move(packed), std::move(keep));
     auto ends = std::make_shared<const detail::Endpoints>(std::move(made));

@@ -143,13 +143,17 @@ auto outputs(R&&... ranges) {
 /// input is a Source, which ends it.
 inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
 
-/// Input produced on demand: `fn(chunk, slot)` fills the pinned span `slot`
-/// (chunk_elems long) for chunk `chunk` and returns how many elements it
-/// wrote. Returning fewer than slot.size() ends the input after this chunk;
-/// the total need not be known up front. Called on a chunkpipe host thread,
-/// in chunk order, while the GPU works on earlier chunks; never again after
-/// it ended the input or threw. What it throws ends the run and reaches the
-/// caller. The pipeline moves or copies the Source into the run (it may be
+/// Input produced on demand: `fn(chunk, slot)` fills the span `slot`,
+/// always Options::chunk_elems long (the window, whatever unit the
+/// schedule moves underneath), for window `chunk` of the input (elements
+/// [chunk * chunk_elems, ...)) and returns how many elements it wrote.
+/// Returning fewer than slot.size() ends the input after this window; the
+/// total need not be known up front. Called on a chunkpipe host thread, in
+/// order, while the GPU works on earlier chunks; never again after it
+/// ended the input or threw. What it throws ends the run and reaches the
+/// caller. `slot` is the pinned slot itself where a window fits in the
+/// schedule's unit, else a buffer of the pipeline's that is copied on.
+/// The pipeline moves or copies the Source into the run (it may be
 /// move-only) and lets go of it when the run has been waited for.
 ///   auto src = chunkpipe::source<float>([&](std::size_t k, ::cuda::std::span<float> slot) { ... });
 template <class T, class F>
@@ -162,10 +166,18 @@ Source<T, std::decay_t<F>> source(F&& fn) {
   return {std::forward<F>(fn)};
 }
 
-/// Output consumed as it arrives: `fn(chunk, offset, data)` gets each
-/// chunk's output (a span of const U in a pinned slot, valid only during
-/// the call) with the index of its first element in the run. Called on a
-/// chunkpipe host thread, in chunk order. If F has `finish()`, it is called
+/// Output consumed as it arrives: `fn(chunk, offset, data)` gets window
+/// `chunk` of the output: Options::chunk_elems records (elements, or the
+/// records of a Reduce or PerChunk stage that one window makes; for a
+/// Filter or Emit, chunk_elems of the packed elements it kept), the last
+/// one shorter, whatever unit the schedule moves underneath, with `offset`,
+/// the index of its first record in the run's output. `data` is a span of
+/// const U, in a pinned slot or a buffer of the pipeline's, valid only
+/// during the call. Called on a chunkpipe host thread, in order. A last
+/// window that is not whole is handed over with the data that completes
+/// the run, or, where the run's output length was not known (a Source's
+/// run, a Filter's), possibly only when the run completes (in wait(),
+/// before finish()). If F has `finish()`, it is called
 /// once after the last chunk of a run that succeeded (an empty run too),
 /// before run() returns or, for run_async, inside the ticket's wait(): a
 /// ticket never waited for never finishes its sink (a spread pipeline's

@@ -502,3 +502,110 @@ TEST_CASE("a pipeline destroyed with held runs issues and waits for them", "[gpu
   for (auto& t : tickets) t.wait();
   CHECK(wrong_of(out, 0, out.size(), 41) == 0);
 }
+
+namespace {
+// Records every call's size and number; produces `total` elements of salt 7.
+struct SizedSource {
+  std::size_t total;
+  std::vector<std::size_t>* sizes;
+  std::size_t operator()(std::size_t chunk, ::cuda::std::span<float> slot) {
+    sizes->push_back(slot.size());
+    const std::size_t begin = chunk * slot.size();
+    const std::size_t n = begin < total ? std::min(slot.size(), total - begin) : 0;
+    for (std::size_t i = 0; i < n; ++i) slot[i] = value_at(begin + i, 7);
+    return n;
+  }
+};
+struct SizedSink {
+  std::vector<float>* out;
+  std::vector<std::size_t>* sizes;
+  std::vector<std::size_t>* chunks;
+  void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> d) {
+    sizes->push_back(d.size());
+    chunks->push_back(chunk);
+    if (offset + d.size() <= out->size()) std::memcpy(out->data() + offset, d.data(), d.size() * sizeof(float));
+  }
+};
+struct Positive {
+  CHUNKPIPE_HOST_DEVICE bool operator()(float v) const { return v > 0.0f; }
+};
+}  // namespace
+
+TEST_CASE("sources and sinks see the window the user set, whatever unit the GPU schedules",
+          "[gpu][streaming][source][window]") {
+  const Chain f{};
+  // 64 Ki-element windows in the automatic policy's coarser units (smaller
+  // than the unit), and 8 Mi-element windows in its 2 Mi grains (larger).
+  for (std::size_t window : {std::size_t{1} << 16, std::size_t{1} << 23}) {
+    ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = window});
+    REQUIRE(pipe.geometry().chunk_elems != window);  // the case under test
+    for (std::size_t total : {std::size_t{1} << 20, (std::size_t{5} << 22) + 3}) {
+      INFO("window " << window << " unit " << pipe.geometry().chunk_elems << " total " << total);
+      std::vector<std::size_t> in_sizes, out_sizes, chunks;
+      std::vector<float> got(total + 16);
+      poison(got);
+      pipe.run(source<float>(SizedSource{total, &in_sizes}), sink<float>(SizedSink{&got, &out_sizes, &chunks}));
+      // Every Source call asks for one window; the Sink gets whole windows,
+      // numbered in order, the last one short.
+      for (std::size_t s : in_sizes) REQUIRE(s == window);
+      REQUIRE(out_sizes.size() == (total + window - 1) / window);
+      for (std::size_t c = 0; c < out_sizes.size(); ++c) {
+        REQUIRE(chunks[c] == c);
+        REQUIRE(out_sizes[c] == std::min(window, total - c * window));
+      }
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < total; ++i) wrong += got[i] == f(value_at(i, 7)) ? 0 : 1;
+      REQUIRE(wrong == 0);
+      REQUIRE(std::isnan(got[total]));
+    }
+  }
+  // A 4 MiB run of a 64 Ki-element window reaches the Sink in 16 windows,
+  // and a Filter's packed output in windows of 64 Ki elements.
+  {
+    const std::size_t window = std::size_t{1} << 16, total = std::size_t{1} << 20;
+    auto keep = make_pipeline({.chunk_elems = window}, filter(Positive{}));
+    REQUIRE(keep.geometry().chunk_elems != window);
+    std::vector<float> kept;
+    for (std::size_t i = 0; i < total; ++i) {
+      if (value_at(i, 7) > 0.0f) kept.push_back(value_at(i, 7));
+    }
+    std::vector<std::size_t> in_sizes, out_sizes, chunks;
+    std::vector<float> got(total);
+    poison(got);
+    REQUIRE(keep.run(source<float>(SizedSource{total, &in_sizes}), sink<float>(SizedSink{&got, &out_sizes, &chunks})) ==
+            kept.size());
+    for (std::size_t s : in_sizes) REQUIRE(s == window);
+    REQUIRE(out_sizes.size() == (kept.size() + window - 1) / window);
+    for (std::size_t c = 0; c + 1 < out_sizes.size(); ++c) REQUIRE(out_sizes[c] == window);
+    REQUIRE(std::equal(kept.begin(), kept.end(), got.begin()));
+
+    auto plain = make_pipeline({.chunk_elems = window}, map(Chain{}));
+    std::vector<float> x(total);
+    for (std::size_t i = 0; i < total; ++i) x[i] = value_at(i, 7);
+    out_sizes.clear();
+    chunks.clear();
+    plain.run(x, sink<float>(SizedSink{&got, &out_sizes, &chunks}));
+    REQUIRE(out_sizes.size() == 16);
+    for (std::size_t s : out_sizes) REQUIRE(s == window);
+  }
+  // A spread over the same device twice calls the user's Source and Sink in windows too.
+  {
+    const std::size_t window = std::size_t{1} << 16, total = (std::size_t{3} << 20) + 11;
+    Options o{.chunk_elems = window};
+    int device = 0;
+    REQUIRE(cudaGetDevice(&device) == cudaSuccess);
+    o.devices = {device, device};
+    SpreadPipeline<Map<Chain>> spread(o, map(Chain{}));
+    std::vector<std::size_t> in_sizes, out_sizes, chunks;
+    std::vector<float> got(total + 1);
+    poison(got);
+    spread.run(source<float>(SizedSource{total, &in_sizes}), sink<float>(SizedSink{&got, &out_sizes, &chunks}));
+    for (std::size_t s : in_sizes) REQUIRE(s == window);
+    REQUIRE(out_sizes.size() == (total + window - 1) / window);
+    for (std::size_t c = 0; c < out_sizes.size(); ++c) REQUIRE(chunks[c] == c);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < total; ++i) wrong += got[i] == f(value_at(i, 7)) ? 0 : 1;
+    REQUIRE(wrong == 0);
+    REQUIRE(std::isnan(got[total]));
+  }
+}

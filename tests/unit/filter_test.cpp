@@ -125,7 +125,7 @@ TEST_CASE("an output too short for what a Filter kept gets nothing past its end 
   CHECK(pipe.run(x, out) == want.size());
 }
 
-TEST_CASE("a Filter feeds a Sink with each chunk's elements at their packed offsets, and reads a Source") {
+TEST_CASE("a Filter feeds a Sink its packed elements in windows of chunk_elems, and reads a Source") {
   std::vector<std::uint32_t> x(100000);
   std::mt19937 rng(8);
   for (auto& v : x) v = static_cast<std::uint32_t>(rng());
@@ -133,12 +133,19 @@ TEST_CASE("a Filter feeds a Sink with each chunk's elements at their packed offs
   std::copy_if(x.begin(), x.end(), std::back_inserter(want), Rare{});
   auto pipe = make_host_pipeline({.chunk_elems = 4096, .depth = 3}, filter(Rare{}));
   std::vector<std::uint32_t> got;
-  const std::size_t wrote = pipe.run(x, sink<std::uint32_t>([&](std::size_t, std::size_t offset, ::cuda::std::span<const std::uint32_t> d) {
+  std::vector<std::size_t> sizes;
+  const std::size_t wrote = pipe.run(x, sink<std::uint32_t>([&](std::size_t k, std::size_t offset, ::cuda::std::span<const std::uint32_t> d) {
     CHECK(offset == got.size());
+    CHECK(k == sizes.size());
+    sizes.push_back(d.size());
     got.insert(got.end(), d.begin(), d.end());
   }));
   CHECK(wrote == want.size());  // what the Sink was handed
   CHECK(got == want);
+  // Whole windows of 4096 kept elements, whatever each chunk kept; the last short.
+  REQUIRE(want.size() > 2 * 4096);
+  REQUIRE(sizes.size() == (want.size() + 4095) / 4096);
+  for (std::size_t k = 0; k + 1 < sizes.size(); ++k) CHECK(sizes[k] == 4096);
 
   std::vector<std::uint32_t> out(want.size());
   CHECK(pipe.run(replay(x), out) == want.size());

@@ -7,7 +7,9 @@
 
 #include "catch.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -237,4 +239,245 @@ TEST_CASE("a move-only source and sink are moved into the run", "[host][source]"
   HostPipeline<Map<Fma>> pipe({.chunk_elems = 64, .depth = 2}, Map<Fma>{{3.f, 0.f}});
   pipe.run(source<float>(Owning{}), sink<float>(Sum{std::make_unique<double>(0.0), &result}));
   REQUIRE(result == 150 * 6.0);
+}
+
+// -- Callbacks see the window (Options::chunk_elems), whatever the unit ------
+//
+// The automatic policy may schedule units other than the window: grains of
+// a large window (here and on the GPU) or coarser units for a small one
+// (the GPU only, tests/gpu/streaming_test.cu). A Source must still be asked
+// for whole windows and a Sink handed whole windows, the last one short.
+
+namespace {
+
+// A Source that produces `total` elements in calls of exactly `window`, in
+// order, never called again after it ended; and a Sink that checks it gets
+// windows of `delivery` records numbered in order, only the last short.
+struct WindowLog {
+  explicit WindowLog(std::size_t w) : window(w) {}
+  std::size_t window = 0;
+  std::vector<std::size_t> sizes;  // of every call, in order
+  bool misuse = false;
+};
+
+struct WindowSource {
+  std::size_t total;
+  WindowLog* log;
+  std::size_t next = 0;
+  bool ended = false;
+  std::size_t operator()(std::size_t chunk, ::cuda::std::span<float> slot) {
+    if (ended || chunk != next || slot.size() != log->window) log->misuse = true;
+    log->sizes.push_back(slot.size());
+    ++next;
+    const std::size_t begin = chunk * slot.size();
+    const std::size_t n = begin < total ? std::min(slot.size(), total - begin) : 0;
+    for (std::size_t i = 0; i < n; ++i) slot[i] = value_at(begin + i);
+    if (n < slot.size()) ended = true;
+    return n;
+  }
+};
+
+struct WindowSink {
+  std::vector<float>* out;
+  WindowLog* log;
+  int* finished;
+  std::size_t next = 0;
+  bool short_seen = false;
+  void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const float> data) {
+    // Windows in order, at their own offsets; only the last may be short
+    // (and an empty one is never handed over).
+    if (chunk != next || offset != chunk * log->window || short_seen || data.empty() ||
+        data.size() > log->window) {
+      log->misuse = true;
+    }
+    if (data.size() < log->window) short_seen = true;
+    ++next;
+    log->sizes.push_back(data.size());
+    out->insert(out->end(), data.begin(), data.end());
+  }
+  void finish() { ++*finished; }
+};
+
+// Calls of a stream of `total` elements cut into windows of `w`.
+std::vector<std::size_t> expected_windows(std::size_t total, std::size_t w, bool trailing_empty) {
+  std::vector<std::size_t> v(total / w, w);
+  if (total % w != 0) v.push_back(total % w);
+  if (trailing_empty && total % w == 0) v.push_back(0);  // a Source ends with an empty call
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("windows: a source and a sink cut into windows of any size against units of any size",
+          "[host][source][sink][window]") {
+  // The engine's pieces alone (detail/windows.hpp), for windows smaller
+  // than, equal to and larger than the units, and units that do not divide.
+  for (std::size_t window : {std::size_t{7}, std::size_t{64}, std::size_t{100}}) {
+    for (std::size_t unit : {std::size_t{64}, std::size_t{30}}) {
+      for (std::size_t total : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{64}, std::size_t{700},
+                                std::size_t{1000}}) {
+        INFO("window " << window << " unit " << unit << " total " << total);
+        WindowLog in_log{window}, out_log{window};
+        WindowSource src{total, &in_log};
+        std::vector<float> got;
+        int finished = 0;
+        WindowSink snk{&got, &out_log, &finished};
+        detail::Window w;
+        w.elems = window;
+        w.delivery = window;
+        auto end = std::make_shared<detail::WindowEnd>();
+        detail::SourceWindows<float, WindowSource> source(src, window, end);
+        detail::SinkWindows<float, WindowSink> sink(snk, w, end);
+        std::vector<float> slot(unit);
+        std::size_t at = 0;
+        for (;;) {
+          const std::size_t n = source.fill(slot.data(), unit);
+          if (n != 0) sink.put(at, slot.data(), n);
+          at += n;
+          if (n < unit) break;
+        }
+        // The Source's end told the Sink where the output ends: nothing is
+        // left for flush().
+        const std::size_t before_flush = out_log.sizes.size();
+        sink.flush();
+        CHECK(out_log.sizes.size() == before_flush);
+        REQUIRE_FALSE(in_log.misuse);
+        REQUIRE_FALSE(out_log.misuse);
+        CHECK(at == total);
+        CHECK(in_log.sizes.size() == expected_windows(total, window, true).size());
+        CHECK(out_log.sizes == expected_windows(total, window, false));
+        REQUIRE(got.size() == total);
+        for (std::size_t i = 0; i < total; ++i) REQUIRE(got[i] == value_at(i));
+      }
+    }
+  }
+}
+
+TEST_CASE("windows: a pipeline whose unit is a grain of its window calls its Source and Sink in windows",
+          "[host][source][sink][window]") {
+  // A window of 1000 elements in grains of at most 300: units of 250.
+  const Fma f{2.f, 0.5f};
+  const Options o{.chunk_elems = 1000, .depth = 2, .grain_elems = 300};
+  for (std::size_t total : {std::size_t{0}, std::size_t{999}, std::size_t{1000}, std::size_t{2500}, std::size_t{4321}}) {
+    for (std::uint64_t seed : {0u, 5u}) {
+      HostPipeline<Map<Fma>> pipe(o, Map<Fma>{f});
+      REQUIRE(pipe.geometry().chunk_elems == 250);  // the unit is not the window: the case under test
+      pipe.set_seed(seed);
+      INFO("total " << total << " seed " << seed);
+      WindowLog in_log{1000}, out_log{1000};
+      std::vector<float> got;
+      int finished = 0;
+      pipe.run(source<float>(WindowSource{total, &in_log}), sink<float>(WindowSink{&got, &out_log, &finished}));
+      REQUIRE_FALSE(in_log.misuse);
+      REQUIRE_FALSE(out_log.misuse);
+      CHECK(out_log.sizes == expected_windows(total, 1000, false));
+      CHECK(finished == 1);
+      REQUIRE(got.size() == total);
+      for (std::size_t i = 0; i < total; ++i) REQUIRE(got[i] == f(value_at(i)));
+
+      // Ranges into a Sink: the length is known, the last window leaves
+      // with its unit; a Source into ranges.
+      std::vector<float> x(total);
+      for (std::size_t i = 0; i < total; ++i) x[i] = value_at(i);
+      WindowLog out2{1000};
+      std::vector<float> got2;
+      pipe.run(x, sink<float>(WindowSink{&got2, &out2, &finished}));
+      REQUIRE_FALSE(out2.misuse);
+      CHECK(out2.sizes == expected_windows(total, 1000, false));
+      CHECK(got2 == got);
+      WindowLog in2{1000};
+      std::vector<float> y(total + 10, std::numeric_limits<float>::quiet_NaN());
+      pipe.run(source<float>(WindowSource{total, &in2}), y);
+      REQUIRE_FALSE(in2.misuse);
+      for (std::size_t i = 0; i < total; ++i) REQUIRE(y[i] == got[i]);
+      CHECK(std::isnan(y[total]));  // nothing past the end
+    }
+  }
+}
+
+namespace {
+struct KeepPositive {
+  CHUNKPIPE_HOST_DEVICE bool operator()(float v) const { return v > 0.0f; }
+};
+}  // namespace
+
+TEST_CASE("windows: a Filter's Sink gets its packed output in windows; a Reduce over a Source gives the same bits",
+          "[host][source][sink][window]") {
+  const Options o{.chunk_elems = 512, .depth = 3, .grain_elems = 100};
+  const std::size_t total = 5000;
+  std::vector<float> x(total);
+  for (std::size_t i = 0; i < total; ++i) x[i] = value_at(i);
+  std::vector<float> kept;
+  for (float v : x) {
+    if (v > 0.0f) kept.push_back(v);
+  }
+  REQUIRE(kept.size() > 1024);  // several windows of packed output
+
+  auto keep = make_host_pipeline(o, filter(KeepPositive{}));
+  REQUIRE(keep.geometry().chunk_elems != 512);
+  WindowLog in_log{512}, out_log{512};
+  std::vector<float> got;
+  int finished = 0;
+  const std::size_t n = keep.run(source<float>(WindowSource{total, &in_log}), sink<float>(WindowSink{&got, &out_log, &finished}));
+  REQUIRE_FALSE(in_log.misuse);
+  REQUIRE_FALSE(out_log.misuse);
+  CHECK(n == kept.size());
+  CHECK(out_log.sizes == expected_windows(kept.size(), 512, false));
+  CHECK(got == kept);
+  CHECK(finished == 1);
+
+  struct Plus {
+    CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+  };
+  auto sum = make_host_pipeline(o, reduce(0.0f, Plus{}, 4));
+  REQUIRE(sum.geometry().chunk_elems != 512);
+  WindowLog sum_log{512};
+  const float from_source = sum.run(source<float>(WindowSource{total, &sum_log}));
+  REQUIRE_FALSE(sum_log.misuse);
+  const float from_ranges = sum.run(x);
+  CHECK(std::memcmp(&from_source, &from_ranges, sizeof(float)) == 0);
+}
+
+TEST_CASE("windows: a spread calls the user's Source and Sink in windows", "[host][source][sink][window][spread]") {
+  const Fma f{2.f, 0.5f};
+  Options o{.chunk_elems = 1000, .depth = 2, .grain_elems = 300};
+  o.devices = {0, 1};
+  HostSpreadPipeline<Map<Fma>> spread(o, Map<Fma>{f});
+  for (std::size_t total : {std::size_t{0}, std::size_t{999}, std::size_t{20000}, std::size_t{20123}}) {
+    INFO("total " << total);
+    WindowLog in_log{1000}, out_log{1000};
+    std::vector<float> got;
+    int finished = 0;
+    spread.run(source<float>(WindowSource{total, &in_log}), sink<float>(WindowSink{&got, &out_log, &finished}));
+    REQUIRE_FALSE(in_log.misuse);
+    REQUIRE_FALSE(out_log.misuse);
+    CHECK(out_log.sizes == expected_windows(total, 1000, false));
+    CHECK(finished == 1);
+    REQUIRE(got.size() == total);
+    for (std::size_t i = 0; i < total; ++i) REQUIRE(got[i] == f(value_at(i)));
+  }
+  // A Filter spread's Sink: the packed output in windows.
+  auto keep = HostSpreadPipeline<Filter<KeepPositive>>(o, filter(KeepPositive{}));
+  const std::size_t total = 30000;
+  std::vector<float> kept;
+  for (std::size_t i = 0; i < total; ++i) {
+    if (value_at(i) > 0.0f) kept.push_back(value_at(i));
+  }
+  WindowLog in_log{1000}, out_log{1000};
+  std::vector<float> got;
+  int finished = 0;
+  keep.run(source<float>(WindowSource{total, &in_log}), sink<float>(WindowSink{&got, &out_log, &finished}));
+  REQUIRE_FALSE(in_log.misuse);
+  REQUIRE_FALSE(out_log.misuse);
+  CHECK(out_log.sizes == expected_windows(kept.size(), 1000, false));
+  CHECK(got == kept);
+  // The Source ends exactly where a piece ends (15 pieces of 2000): the
+  // empty piece after it adds nothing (it once added an earlier piece's
+  // count again).
+  std::vector<float> z(total, std::numeric_limits<float>::quiet_NaN());
+  WindowLog in2{1000};
+  CHECK(keep.run(source<float>(WindowSource{total, &in2}), z) == kept.size());
+  REQUIRE_FALSE(in2.misuse);
+  CHECK(std::equal(kept.begin(), kept.end(), z.begin()));
+  CHECK(std::isnan(z[kept.size()]));
 }

@@ -300,6 +300,7 @@ class CudaRunner {
     // Map stages see no context: their runs carry no label, so a labelled
     // run of them coalesces and takes graphs as any other. A run whose
     // label matters is never coalesced (joinable(): Map pipelines only).
+    const bool piece = label.piece;
     if constexpr (PipelineFront<Stages...>::all_elementwise) label = RunLabel{};
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
@@ -327,7 +328,10 @@ class CudaRunner {
       }
       return mode != Staging::direct;
     };
-    Endpoints made = ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged);
+    // A spread's piece (labelled) has the spread's own buffers and Sink as
+    // its ends: the spread cuts the user's Source and Sink into windows.
+    const Window window = piece ? Window{} : front_.window_for(n);
+    Endpoints made = ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged, window);
     if (PipelineFront<Stages...>::counted && !packed) packed = std::make_shared<Packed>();
     ::chunkpipe::detail::complete_endpoints(made, front_.per_record(), std::move(packed), std::move(keep));
     auto ends = std::make_shared<const Endpoints>(std::move(made));

@@ -49,6 +49,10 @@ namespace chunkpipe::detail {
 struct RunLabel {
   std::size_t chunk = 0;
   std::size_t offset = 0;
+  /// A spread run's piece (RunAccess sets it): its ends are the spread's
+  /// own buffers and Sink, and the spread cuts the user's Source and Sink
+  /// into windows itself. Not part of the numbers (==).
+  bool piece = false;
   bool operator==(const RunLabel& o) const noexcept { return chunk == o.chunk && offset == o.offset; }
   bool operator!=(const RunLabel& o) const noexcept { return !(*this == o); }
 };
@@ -59,7 +63,8 @@ struct RunLabel {
 /// pipeline's records going to `out`. Not public.
 struct RunAccess {
   template <class Pipeline, class In, class Out>
-  static auto run_async(Pipeline& p, const RunLabel& label, In&& in, Out&& out) {
+  static auto run_async(Pipeline& p, RunLabel label, In&& in, Out&& out) {
+    label.piece = true;
     return p.labelled_run_async(label, std::forward<In>(in), std::forward<Out>(out));
   }
   /// Input elements per output record of `p`'s runs: 1, a Reduce's

@@ -92,6 +92,24 @@ class PipelineFront {
   /// Records one full unit makes: the capacity of the last stage's slot arrays.
   std::size_t unit_records() const noexcept { return records_for(geometry_.chunk_elems); }
 
+  /// How a run of `elems` elements (unknown_length: a Source decides) calls
+  /// its Source and Sink: in windows of Options::chunk_elems, whatever unit
+  /// the schedule uses (windows.hpp). Nothing to cut where the unit is the
+  /// window, except packed outputs (Filter, Emit), whose units' counts vary:
+  /// their Sink always gets windows of chunk_elems packed elements. An
+  /// explicit option is never overridden in what a user's callback sees.
+  Window window_for(std::size_t elems) const noexcept {
+    Window w;
+    if (options_.chunk_elems == geometry_.chunk_elems && !counted) return w;
+    w.elems = options_.chunk_elems;
+    // A per-chunk stage keeps the window (it sees chunks), so records here
+    // are elements or a Reduce's segments, of which a window holds whole ones.
+    w.per_record = counted ? 0 : per_record();
+    w.delivery = counted ? w.elems : w.elems / per_record();
+    if (elems != unknown_length && !counted) w.total = records_for(elems);
+    return w;
+  }
+
   /// The options the pipeline was built with.
   const Options& options() const noexcept { return options_; }
   /// The policy, slot count and scheduling unit runs actually use.

@@ -9,6 +9,7 @@
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/windows.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -358,7 +359,8 @@ struct has_abort<F, std::void_t<decltype(std::declval<F&>().abort())>> : std::tr
 
 /// Endpoints of input ranges; `staged(span)` decides each range.
 template <class... T, class Decide>
-void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
+void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged, const Window&,
+                const std::shared_ptr<WindowEnd>&) {
   std::apply(
       [&](const auto&... s) {
         (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), s.size, staged(s), {}}), ...);
@@ -366,9 +368,23 @@ void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged) {
       in.spans);
 }
 
-/// The endpoint of a Source, which the run keeps alive.
+/// The endpoint of a Source, which the run keeps alive: called for the
+/// schedule's units, or through SourceWindows for windows of `w.elems`.
 template <class T, class F, class Decide>
-void add_inputs(Endpoints& e, Source<T, F> in, Decide&&) {
+void add_inputs(Endpoints& e, Source<T, F> in, Decide&&, const Window& w, const std::shared_ptr<WindowEnd>& end) {
+  if (w.elems != 0) {
+    struct Windowed {
+      Windowed(Source<T, F> s, const Window& w, std::shared_ptr<WindowEnd> end)
+          : source(std::move(s)), windows(source.fn, w.elems, std::move(end)) {}
+      Source<T, F> source;
+      SourceWindows<T, F> windows;  // refers to source.fn
+    };
+    auto h = std::make_shared<Windowed>(std::move(in), w, end);
+    e.in.push_back({nullptr, sizeof(T), 0, true, [h](std::size_t, void* slot, std::size_t capacity) {
+                      return h->windows.fill(static_cast<T*>(slot), capacity);
+                    }});
+    return;
+  }
   auto src = std::make_shared<Source<T, F>>(std::move(in));
   e.in.push_back({nullptr, sizeof(T), 0, true, [src](std::size_t chunk, void* slot, std::size_t capacity) {
                     const std::size_t n = src->fn(chunk, ::cuda::std::span<T>(static_cast<T*>(slot), capacity));
@@ -381,7 +397,8 @@ void add_inputs(Endpoints& e, Source<T, F> in, Decide&&) {
 }
 
 template <class... U, class Decide>
-void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged) {
+void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged, const Window&,
+                 const std::shared_ptr<WindowEnd>&) {
   std::apply(
       [&](const auto&... s) {
         (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s), s.size, {}}), ...);
@@ -389,8 +406,31 @@ void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged) {
       out.spans);
 }
 
+/// The endpoint of a Sink: handed the schedule's units, or through
+/// SinkWindows windows of `w.delivery` records, the last of which, if the
+/// run's length was not known when it was queued, may leave only when the
+/// run completes (before finish()).
 template <class U, class F, class Decide>
-void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&) {
+void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&, const Window& w, const std::shared_ptr<WindowEnd>& end) {
+  if (w.elems != 0) {
+    struct Windowed {
+      Windowed(Sink<U, F> s, const Window& w, std::shared_ptr<WindowEnd> end)
+          : sink(std::move(s)), windows(sink.fn, w, std::move(end)) {}
+      Sink<U, F> sink;
+      SinkWindows<U, F> windows;  // refers to sink.fn
+    };
+    auto h = std::make_shared<Windowed>(std::move(out), w, end);
+    e.out.push_back({nullptr, sizeof(U), true, 0,
+                     [h](std::size_t, std::size_t offset, const void* data, std::size_t count) {
+                       h->windows.put(offset, static_cast<const U*>(data), count);
+                     }});
+    e.finish = [h] {
+      h->windows.flush();
+      if constexpr (has_finish<F>::value) h->sink.fn.finish();
+    };
+    if constexpr (has_abort<F>::value) e.abort = [h] { h->sink.fn.abort(); };
+    return;
+  }
   auto snk = std::make_shared<Sink<U, F>>(std::move(out));
   e.out.push_back({nullptr, sizeof(U), true, 0,
                    [snk](std::size_t chunk, std::size_t offset, const void* data, std::size_t count) {
@@ -400,12 +440,17 @@ void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&) {
   if constexpr (has_abort<F>::value) e.abort = [snk] { snk->fn.abort(); };
 }
 
-/// Endpoints for a run's two sides; `staged(span)` decides each range.
+/// Endpoints for a run's two sides; `staged(span)` decides each range, and
+/// `w` how a Source and a Sink are cut (the default: as the schedule's
+/// units).
 template <class In, class Out, class Decide>
-Endpoints make_endpoints(In in, Out out, Decide&& staged) {
+Endpoints make_endpoints(In in, Out out, Decide&& staged, const Window& w = {}) {
   Endpoints e;
-  ::chunkpipe::detail::add_inputs(e, std::move(in), staged);
-  ::chunkpipe::detail::add_outputs(e, std::move(out), staged);
+  // A Sink's last window can leave with its unit once the Source's end is known.
+  std::shared_ptr<WindowEnd> end;
+  if (w.elems != 0 && is_source<In>::value && is_sink<Out>::value) end = std::make_shared<WindowEnd>();
+  ::chunkpipe::detail::add_inputs(e, std::move(in), staged, w, end);
+  ::chunkpipe::detail::add_outputs(e, std::move(out), staged, w, end);
   return e;
 }
 

@@ -839,6 +839,20 @@ class Spread {
   template <class T>
   struct is_sink : ::chunkpipe::detail::is_sink<std::decay_t<T>> {};
 
+  // The functor of a Source or Sink side (int for ranges, which have none).
+  template <class X>
+  struct callback_of {
+    using type = int;
+  };
+  template <class T, class F>
+  struct callback_of<Source<T, F>> {
+    using type = F;
+  };
+  template <class U, class F>
+  struct callback_of<Sink<U, F>> {
+    using type = F;
+  };
+
   template <class T>
   struct types_tuple;
   template <class... T>
@@ -867,12 +881,22 @@ class Spread {
         : spread(s), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
           per(s.per_record_), bound(bound), book(limit, bound) {
       summary.pieces.assign(s.members_.size(), 0);
+      // The user's Source and Sink see the window (Options::chunk_elems),
+      // whatever unit the members schedule (windows.hpp).
+      const std::size_t w = s.options_.chunk_elems;
+      if constexpr (sourced) source_windows.emplace(ins.fn, w, sunk ? window_end : nullptr);
+      if constexpr (sunk) {
+        Window sw;
+        sw.elems = w;
+        sw.per_record = counted ? 0 : per;
+        sw.delivery = counted ? w : w / per;
+        if (n != unknown_length && !counted) sw.total = records(n);
+        sink_windows.emplace(outs.fn, sw, window_end);
+      }
       lengths.assign(sourced || sunk || counted ? bound : 0, 0);
       if constexpr (counted) {
         emitted.assign(bound, 0);
-        if constexpr (sunk) {
-          emitted_chunks.resize(bound);
-        } else {
+        if constexpr (!sunk) {
           std::apply([&](const auto&... s) { ((packed.capacity = std::min(packed.capacity, s.size)), ...); }, outs.spans);
         }
       }
@@ -892,6 +916,12 @@ class Spread {
         std::rethrow_exception(e);
       }
       if constexpr (sunk) {
+        try {
+          sink_windows->flush();  // a last window that is not whole
+        } catch (...) {
+          abort_sink();
+          throw;
+        }
         if constexpr (has_finish<decltype(outs.fn)>::value) {
           try {
             outs.fn.finish();
@@ -980,12 +1010,7 @@ class Spread {
         std::size_t got = 0;
         for (std::size_t c = 0; c < spread.piece_units; ++c) {
           if (book.error()) return PieceBook::Take::none;  // another member failed: read no more
-          const std::size_t k = p * spread.piece_units + c;
-          const std::size_t wrote = ins.fn(k, ::cuda::std::span<in_t>(dst + c * chunk, chunk));
-          if (wrote > chunk) {
-            throw pipeline_error("chunkpipe: a source returned " + std::to_string(wrote) + " elements for a slot of " +
-                                 std::to_string(chunk));
-          }
+          const std::size_t wrote = source_windows->fill(dst + c * chunk, chunk);
           got += wrote;
           if (wrote < chunk) {
             ended = true;
@@ -1055,14 +1080,11 @@ class Spread {
         // Piece p's records are the run's from records(first): pieces
         // start on whole units, so on whole segments and chunks.
         if constexpr (counted && sunk) {
-          // The member's Sink keeps each chunk it is handed (piece-local
-          // numbers and packed offsets) for deliver() to pass on.
-          std::vector<Emitted>* kept = &emitted_chunks[p % bound];
-          kept->clear();
+          // The member packs what it kept into the piece's buffer, at its
+          // piece-local packed offsets, for deliver() to pass on.
           out_t* buf = out_buffer(p);
-          return sink<out_t>([kept, buf](std::size_t k, std::size_t at, ::cuda::std::span<const out_t> data) {
+          return sink<out_t>([buf](std::size_t, std::size_t at, ::cuda::std::span<const out_t> data) {
             std::memcpy(static_cast<void*>(buf + at), data.data(), data.size() * sizeof(out_t));
-            kept->push_back({k, at, data.size()});
           });
         } else if constexpr (counted) {
           return piece_outputs(p, len, std::make_index_sequence<out_count>{});
@@ -1109,7 +1131,12 @@ class Spread {
       }
       deliver(book.done(p));
     }
-    void finish_empty(std::size_t p) { deliver(book.done(p)); }
+    // A piece a Source ended before: nothing ran, and nothing was emitted
+    // (its slot of `emitted` still holds the count of an earlier piece).
+    void finish_empty(std::size_t p) {
+      if constexpr (counted) emitted[p % bound] = 0;
+      deliver(book.done(p));
+    }
 
     // Feeds the Sink the pieces this thread was handed, in order, and
     // then those that came done meanwhile.
@@ -1120,15 +1147,9 @@ class Spread {
           if constexpr (counted) {
             deliver_counted(p);
           } else if constexpr (sunk) {
-            // Chunk by chunk, as one pipeline hands them over: its records,
+            // In windows, as one pipeline hands them over: its records,
             // numbered from the run's first (elements, where per is 1).
-            const out_t* src = out_buffer(p);
-            const std::size_t len = length_of(p);
-            for (std::size_t off = 0; off < len; off += chunk) {
-              const std::size_t k = p * spread.piece_units + off / chunk;
-              const std::size_t at = records(off), count = records(std::min(chunk, len - off));
-              outs.fn(k, records(p * piece) + at, ::cuda::std::span<const out_t>(src + at, count));
-            }
+            sink_windows->put(records(p * piece), out_buffer(p), records(length_of(p)));
           }
           book.delivered();
         }
@@ -1143,10 +1164,7 @@ class Spread {
       const std::size_t base = packed.emitted;  // what the pieces before p emitted
       const std::size_t got = emitted[p % bound];
       if constexpr (sunk) {
-        const out_t* src = out_buffer(p);
-        for (const Emitted& e : emitted_chunks[p % bound]) {
-          outs.fn(p * spread.piece_units + e.chunk, base + e.at, ::cuda::std::span<const out_t>(src + e.at, e.count));
-        }
+        if (got != 0) sink_windows->put(base, out_buffer(p), got);
         packed.written = base + got;
       } else {
         const std::size_t room =
@@ -1169,9 +1187,6 @@ class Spread {
       spread.delivery_team().copy(copies);
     }
 
-    struct Emitted {  // one chunk a counted piece handed its member's Sink
-      std::size_t chunk, at, count;  // piece-local
-    };
 
     Spread& spread;
     InSide& ins;
@@ -1184,7 +1199,11 @@ class Spread {
     PieceBook book;
     std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
     std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
-    std::vector<std::vector<Emitted>> emitted_chunks;  // [piece % bound]: a counted Sink run's chunks
+    // The user's Source and Sink, called in windows; the Source's end tells
+    // the Sink where the output ends.
+    std::shared_ptr<WindowEnd> window_end = std::make_shared<WindowEnd>();
+    std::optional<SourceWindows<in_t, typename callback_of<InSide>::type>> source_windows;
+    std::optional<SinkWindows<out_t, typename callback_of<OutSide>::type>> sink_windows;
     Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
     std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
     std::mutex read_mutex, summary_mutex;
