@@ -11,6 +11,9 @@
 // order that the schedule allows, across every run in flight. That is how CI
 // tests data movement, staging, sources, sinks and back-to-back runs end to
 // end without a GPU, and how a broken schedule shows up in the data.
+// With Options::profile, each op that ran is timed on the host's steady
+// clock, and report() gives the same Report a GPU run gives, without a link
+// floor: the host has no PCIe link to bound it.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -18,6 +21,7 @@
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/driver.hpp>
@@ -32,6 +36,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -55,6 +60,13 @@ struct RunSummary {
   std::size_t chunks = 0;
 };
 
+/// Prints a summary as "1000 elements in 4 chunks". Never blocks; throws
+/// only what the stream throws.
+inline std::ostream& operator<<(std::ostream& os, const RunSummary& s) {
+  return os << s.elems << (s.elems == 1 ? " element in " : " elements in ") << s.chunks
+            << (s.chunks == 1 ? " chunk" : " chunks");
+}
+
 /// A run in flight on a HostPipeline (run_async). Copyable; every copy
 /// refers to the same run.
 class HostTicket {
@@ -70,6 +82,9 @@ class HostTicket {
     if (auto engine = engine_.lock()) {
       std::lock_guard<std::mutex> lock(engine->mutex);
       engine->finish(*run_);
+      run_->build_report();  // under the lock the run's ops were timed under
+    } else {
+      run_->build_report();  // the pipeline ran every op when it was destroyed
     }
     run_->completion.conclude();
   }
@@ -80,6 +95,28 @@ class HostTicket {
 
   /// The run's elements and chunks, once it is ready.
   RunSummary summary() const { return run_ ? RunSummary{run_->elems, run_->chunks} : RunSummary{}; }
+
+  /// The run's timeline, with Options::profile on, after wait() returned:
+  /// every op that did work (host-in, H2D, each stage, D2H, host-out; on
+  /// this backend the copies are memcpy) with its chunk, queue, bytes, and
+  /// start and end in ms on the host's steady clock from the run's start;
+  /// Report::clock_ms places that start on the pipeline's profiling clock,
+  /// as on the GPU. The ops ran one at a time on whichever thread waited,
+  /// so no two overlap. The link is left unknown (the host has no PCIe
+  /// link to bound it), so no floor or efficiency is shown. The reference
+  /// lives as long as this ticket (or a copy of it). Never blocks. Throws
+  /// pipeline_error for a run of a pipeline built without Options::profile,
+  /// and for a run not waited for, or that failed.
+  const Report& report() const {
+    if (!run_ || !run_->profile) {
+      throw pipeline_error("chunkpipe: no report: the run was not profiled; build the HostPipeline with "
+                           "Options::profile = true to time each op on the host clock");
+    }
+    if (!run_->completion.succeeded()) {
+      throw pipeline_error("chunkpipe: no report: wait() for the run first (a run that failed has none)");
+    }
+    return run_->report;
+  }
 
  private:
   template <class...>
@@ -104,8 +141,10 @@ HostAfter after(const HostTicket& first, const T&... rest) {
 }
 
 /// A pipeline that runs on the CPU. Same options, stages and ranges as
-/// ChunkedPipeline. Safe to use from several threads (one run is issued at
-/// a time; waiting runs the ops on the waiting thread).
+/// ChunkedPipeline; the options that choose CUDA devices, streams and
+/// graphs have nothing to choose here, and Options::profile times each op
+/// on the host clock (report()). Safe to use from several threads (one run
+/// is issued at a time; waiting runs the ops on the waiting thread).
 template <class... Stages>
 class HostPipeline {
   using Front = detail::PipelineFront<Stages...>;
@@ -264,6 +303,26 @@ class HostPipeline {
     return engine_->last_ticket.summary();
   }
 
+  /// A copy of the most recent run's timeline (HostTicket::report()): with
+  /// Options::profile on, once that run has been waited for. Print it with
+  /// `std::cout << report`, draw it with ascii_timeline(), write_svg() or
+  /// write_chrome_trace(), as a GPU run's. Never blocks. Throws
+  /// pipeline_error for a pipeline built without Options::profile, before
+  /// any run, and when the last run was not waited for or failed.
+  Report report() const {
+    if (!options().profile) {
+      throw pipeline_error("chunkpipe: no report: this HostPipeline was built without Options::profile; set "
+                           "Options::profile = true to time each op on the host clock");
+    }
+    HostTicket last;
+    {
+      std::lock_guard<std::mutex> lock(engine_->mutex);
+      last = engine_->last_ticket;
+    }
+    if (!last.run_) throw pipeline_error("chunkpipe: no report: no run yet; run() first");
+    return last.report();
+  }
+
   /// Every op this pipeline's schedule has issued, over every run, as a
   /// plan: what check_hazards() proves safe. Starts afresh when a run's
   /// element types change the slot layout.
@@ -353,8 +412,26 @@ class HostPipeline {
   }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return engine_->front.per_record(); }
-  // The host backend does not profile: nothing to restart.
-  void restart_profile_clock() noexcept {}
+  // The next profiled run starts the profiling clock again
+  // (Report::clock_ms): a spread restarts its members' together, so that
+  // their zeros are close.
+  void restart_profile_clock() {
+    std::lock_guard<std::mutex> lock(engine_->mutex);
+    engine_->exec.restart_clock();
+  }
+
+  // A profiled run's report header, as a GPU run's (its label names the
+  // schedule), but with no link: nothing on the host bounds the copies the
+  // way PCIe bounds a GPU's, so the report shows no floor or efficiency.
+  void describe(Report& r) const {
+    const Geometry& g = geometry();
+    r.label = "host backend, " + std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth);
+    r.policy = g.policy;
+    r.depth = g.depth;
+    r.chunk_elems = g.chunk_elems;
+    r.link = LinkModel{};
+    r.link.name = "host backend: copies are memcpy, no PCIe link";
+  }
 
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records); `label`, what its
@@ -395,6 +472,8 @@ class HostPipeline {
     run->ends = ends;
     run->label = label;
     run->completion.set_hooks(ends->finish, ends->abort);
+    run->profile = options().profile;
+    if (run->profile) describe(run->report);
     HostTicket ticket(run, engine_);
     if (n == 0) {  // nothing to move; wait() still finishes a Sink
       run->issued = true;
@@ -408,6 +487,7 @@ class HostPipeline {
     }
     const detail::Flow& flow = detail::flow_of<in_types, Stages...>();
     e.prepare(flow);
+    if (run->profile) run->report.queues = e.driver->builder().queues();
     detail::HostRunRef ref{run};
     const RunSpec spec = detail::spec_for(*ends, n, geometry().chunk_elems);
     e.template issue<in_types>(ref, spec, n);
@@ -481,7 +561,19 @@ class HostPipeline {
 template <class... Stages>
 using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
 
-/// Builds a HostPipeline, deducing its stage types.
+/// Builds a HostPipeline, deducing its stage types: the way to run a
+/// pipeline on a machine with no GPU (or in a CPU-only test), with the
+/// same options, stages and ranges a ChunkedPipeline takes:
+///
+///     chunkpipe::Options o;
+///     o.profile = true;                  // time each op: report()
+///     auto pipe = chunkpipe::make_host_pipeline(o, chunkpipe::map(Scale{2.0f}));
+///     pipe.run(in, out);                 // blocks; ops run on this thread
+///     std::cout << pipe.last_run() << '\n' << pipe.report();
+///
+/// Map functors must be CHUNKPIPE_HOST_DEVICE to run here. Builds no slots
+/// (the first run does) and never blocks. Throws config_error for bad
+/// options, as the HostPipeline constructor does.
 template <class... Stages>
 HostPipeline<Stages...> make_host_pipeline(Options options, Stages... stages) {
   return HostPipeline<Stages...>(options, std::move(stages)...);

@@ -54,7 +54,9 @@ struct Report {
   std::vector<Queue> queues;
   std::vector<TimedOp> ops;
   /// The link the floor is computed against; bandwidths of 0 mean unknown,
-  /// and then no floor or efficiency is shown.
+  /// and then no floor or efficiency is shown. A name with bandwidths of 0
+  /// says why there is no link (a host-backend run's: its copies are
+  /// memcpy), and the printed report shows "floor none (name)".
   LinkModel link;
   /// What issued the run. A run that asked for graphs (Executor::graphs)
   /// and ran on streams says why in executor_note; a profiled run always

@@ -17,17 +17,21 @@
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/plan.hpp>
+#include <chunkpipe/report.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/reduce.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <tuple>
@@ -49,8 +53,51 @@ struct HostRun {
   std::size_t elems = 0;        ///< elements moved (learned from a Source)
   std::size_t chunks = 0;       ///< chunks that held elements
 
+  // Profiling (Options::profile), on the host's steady clock. `profile`,
+  // `report`'s header and the clocks are set before the run's first op
+  // runs; `timed` grows as its ops run (under the engine's lock), in the
+  // order they ran; build_report() turns it into `report` once none is left.
+  bool profile = false;
+  std::chrono::steady_clock::time_point origin;      ///< the run's start: its ops are timed from here
+  std::chrono::steady_clock::time_point clock_zero;  ///< its pipeline's profiling clock (Report::clock_ms)
+  std::vector<TimedOp> timed;
+  Report report;
+
   bool failed() const noexcept { return completion.failed(); }
   bool ready() const noexcept { return issued && pending == 0; }
+
+  /// Fills `report` from the ops timed, once, after every op of the run
+  /// has run (HostTicket::wait(), before the run concludes). Does nothing
+  /// for a run that is not profiled, failed, or still has ops to run (the
+  /// report is then never shown). Safe from several threads.
+  void build_report() {
+    std::call_once(report_once_, [&] {
+      if (!profile || failed() || pending != 0) return;
+      // Issue order, as the GPU's report lists its ops; they ran in the
+      // seeded order, which their times show.
+      report.ops = timed;
+      std::sort(report.ops.begin(), report.ops.end(),
+                [](const TimedOp& a, const TimedOp& b) { return a.id < b.id; });
+      report.clock_ms = std::chrono::duration<double, std::milli>(origin - clock_zero).count();
+      report.clock_zero_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(clock_zero.time_since_epoch()).count();
+      report.chunks = chunks;
+      report.elems = elems;
+      report.bytes_in = report.bytes_out = 0;
+      // As the GPU counts them (RunState::build_report): every input's
+      // elements in, every output's records (or what a counted stage
+      // emitted) out.
+      if (ends) {
+        for (const auto& e : ends->in) report.bytes_in += elems * e.elem_size;
+        const std::size_t records =
+            ends->packed ? ends->packed->emitted : (elems + ends->per_record - 1) / ends->per_record;
+        for (const auto& e : ends->out) report.bytes_out += records * e.elem_size;
+      }
+    });
+  }
+
+ private:
+  std::once_flag report_once_;
 };
 
 /// A HostRun as the driver and the executor pass it: the executor's graph
@@ -90,7 +137,25 @@ class HostExecutor {
 
   const SlotLayout& layout() const noexcept { return layout_; }
 
-  void begin_run(HostRunRef& ref, std::size_t first_chunk) { ref.run->first_chunk = first_chunk; }
+  void begin_run(HostRunRef& ref, std::size_t first_chunk) {
+    HostRun& run = *ref.run;
+    run.first_chunk = first_chunk;
+    if (run.profile) {
+      // As the stream executor does: the first profiled run starts the
+      // profiling clock, and each run's ops are timed from its own start.
+      const auto now = std::chrono::steady_clock::now();
+      if (!clock_started_) {
+        clock_zero_ = now;
+        clock_started_ = true;
+      }
+      run.clock_zero = clock_zero_;
+      run.origin = now;
+    }
+  }
+
+  /// The next profiled run starts the profiling clock again
+  /// (Report::clock_ms); runs already begun keep theirs.
+  void restart_clock() noexcept { clock_started_ = false; }
 
   template <class In>
   void issue(const Op& op, const OpWork& w, HostRunRef& ref) {
@@ -194,25 +259,47 @@ class HostExecutor {
     const Step& step = steps_[static_cast<std::size_t>(op.step)];
     const std::size_t run_chunk = op.chunk - run.first_chunk;
     const OpWork& w = e.work;
-    auto memcpy_all = [](const std::vector<Copy>& copies) {
-      for (const Copy& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+    // Bytes the op copied, for its TimedOp (as the GPU counts them).
+    std::size_t moved = 0;
+    auto memcpy_all = [&moved](const std::vector<Copy>& copies) {
+      for (const Copy& c : copies) {
+        std::memcpy(c.dst, c.src, c.bytes);
+        moved += c.bytes;
+      }
     };
     // The host backend's "device" memory is host memory.
-    auto from_device = [](void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); };
+    auto from_device = [&moved](void* dst, const void* src, std::size_t bytes) {
+      std::memcpy(dst, src, bytes);
+      moved += bytes;
+    };
+    // Only ops that did their work are timed, as on the GPU: one that
+    // threw fails the run, and a failed run has no report.
+    std::chrono::steady_clock::time_point started;
+    auto timed = [&](std::size_t elems) {
+      if (!run.profile) return;
+      const auto ended = std::chrono::steady_clock::now();
+      TimedOp t{op.id, run_chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, moved, elems};
+      t.start_ms = std::chrono::duration<double, std::milli>(started - run.origin).count();
+      t.end_ms = std::chrono::duration<double, std::milli>(ended - run.origin).count();
+      run.timed.push_back(t);
+    };
     try {
       if (w.produced) {
         // A Source's chunk: it decides the size, until it has ended.
         *w.produced = 0;
         if (run.failed() || run.source_ended) return;
+        if (run.profile) started = std::chrono::steady_clock::now();
         const std::size_t got =
             ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);
         *w.produced = got;
         run.elems += got;
         if (got > 0) ++run.chunks;
         if (got < w.count) run.source_ended = true;
+        timed(got);
         return;
       }
       if (w.count == 0 || run.failed()) return;
+      if (run.profile) started = std::chrono::steady_clock::now();
       switch (op.kind) {
         case OpKind::stage:
           // The stage's context counts from the run's label; copies, a
@@ -229,6 +316,7 @@ class HostExecutor {
           memcpy_all(scratch_);
           break;
       }
+      timed(w.count);
     } catch (...) {
       if (w.produced) run.source_ended = true;
       run.completion.fail(std::current_exception());
@@ -332,6 +420,9 @@ class HostExecutor {
   std::vector<Copy> scratch_;
   std::mt19937_64 rng_;
   std::uint64_t seed_;
+  // The profiling clock's zero (Report::clock_ms), kept across reset().
+  std::chrono::steady_clock::time_point clock_zero_;
+  bool clock_started_ = false;
 };
 
 }  // namespace chunkpipe::detail

@@ -354,10 +354,15 @@ inline std::ostream& operator<<(std::ostream& os, const Report& r) {
       << (r.link.both_gbps > 0.0 ? fixed(r.link.both_gbps, 1) : std::string("?")) << " both GB/s)";
     if (m > 0.0) s << ", efficiency " << fixed(100.0 * efficiency(r), 1) << '%';
     s << '\n';
+  } else if (!r.link.name.empty()) {
+    // A named link with no bandwidths is one that bounds nothing (the host
+    // backend's memcpy): there is no floor to show, rather than an unknown one.
+    s << "  floor     none (" << r.link.name << ")\n";
   } else {
     s << "  floor     unknown (no link bandwidths)\n";
   }
-  s << "  achieved  " << fixed(achieved_gbps(r), 2) << " GB/s over the link ("
+  s << "  achieved  " << fixed(achieved_gbps(r), 2) << " GB/s "
+    << (link_known(r.link) || r.link.name.empty() ? "over the link" : "copied") << " ("
     << detail::format_bytes(static_cast<double>(r.bytes_in)) << " in, "
     << detail::format_bytes(static_cast<double>(r.bytes_out)) << " out)\n";
   return os << s.str();
