@@ -149,19 +149,49 @@ class FileReader {
 
   /// Fills `slot` with the next elements of the file; returns how many.
   std::size_t operator()(std::size_t chunk, ::cuda::std::span<T> slot) const {
-    FileReaderState& s = *state_;
-    if (s.ranged) return read_range(s, chunk, slot);
-    const std::size_t want = slot.size() * sizeof(T);
     // Every chunk before this one was full (a short one ends the input), so
     // the chunk's place in the file follows from its index alone.
-    const std::uint64_t offset = static_cast<std::uint64_t>(chunk) * want;
+    return read_span(static_cast<std::uint64_t>(chunk) * slot.size() * sizeof(T), slot, chunk == 0);
+  }
+
+  /// A regular file (or a range of one) is read where each chunk lies, by
+  /// several threads at once (read_at); a pipe, a FIFO or a device in order.
+  bool positional() const noexcept { return state_->positional; }
+
+  /// Fills `dst` with the file's elements from element `offset` (of the
+  /// range, for file_source(path, range)); returns how many: fewer where
+  /// the file ends. Safe to call from several threads at once on a
+  /// positional() file. Throws pipeline_error naming the path and the byte
+  /// offset for a read that fails, and for a file that changed size.
+  std::size_t read_at(std::size_t offset, ::cuda::std::span<T> dst) const {
+    return read_span(static_cast<std::uint64_t>(offset) * sizeof(T), dst, offset == 0);
+  }
+
+ private:
+  // Elements at byte `offset` of the file (of the range) into `slot`.
+  // `first`: the input's first read (a seekable file's message differs).
+  std::size_t read_span(std::uint64_t offset, ::cuda::std::span<T> slot, bool first) const {
+    FileReaderState& s = *state_;
+    if (s.ranged) return read_range(s, offset, slot);
+    const std::size_t want = slot.size() * sizeof(T);
+    // A part of a chunk wholly past the end (read_at splits chunks): the
+    // file must still end where it did.
+    if (s.positional && s.size_known && offset >= s.size && want != 0) {
+      unsigned char probe = 0;
+      if (pread_all(s, &probe, 1, offset) != 0) {
+        throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it held " +
+                             std::to_string(s.size) + " bytes when opened, and has more at byte offset " +
+                             std::to_string(offset));
+      }
+      return 0;
+    }
     if (!s.positional && offset != s.consumed) {
       throw pipeline_error("chunkpipe: file_source " + detail::quoted(s.path) +
-                           (chunk == 0 ? " is not seekable and an earlier run already read from it; make a new "
-                                         "file_source for each run"
-                                       : " was asked for chunk " + std::to_string(chunk) + " out of order"));
+                           (first ? " is not seekable and an earlier run already read from it; make a new "
+                                    "file_source for each run"
+                                  : " was asked for byte offset " + std::to_string(offset) + " out of order"));
     }
-    const std::size_t got = read_at(s, reinterpret_cast<unsigned char*>(slot.data()), want, offset);
+    const std::size_t got = pread_all(s, reinterpret_cast<unsigned char*>(slot.data()), want, offset);
     const std::uint64_t end = offset + got;
     const bool ended = got < want;
     // A file that changed under the run: its output would silently be a mix.
@@ -179,11 +209,10 @@ class FileReader {
     return got / sizeof(T);
   }
 
- private:
   // Up to `want` bytes at byte `offset` (pread), or next (read, for a pipe),
   // stopping early only at the end of the file. Throws pipeline_error with
   // the offset if a read fails.
-  static std::size_t read_at(FileReaderState& s, unsigned char* dst, std::size_t want, std::uint64_t offset) {
+  static std::size_t pread_all(FileReaderState& s, unsigned char* dst, std::size_t want, std::uint64_t offset) {
     std::size_t got = 0;
     while (got < want) {
       const std::size_t ask = std::min(want - got, max_io_bytes);
@@ -204,11 +233,10 @@ class FileReader {
 
   // A range of a regular file: the chunk's share of it, all of which the
   // file held when opened, so a short read means the file shrank.
-  static std::size_t read_range(FileReaderState& s, std::size_t chunk, ::cuda::std::span<T> slot) {
-    const std::uint64_t rel = static_cast<std::uint64_t>(chunk) * slot.size() * sizeof(T);
+  static std::size_t read_range(FileReaderState& s, std::uint64_t rel, ::cuda::std::span<T> slot) {
     if (rel >= s.limit) return 0;
     const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(slot.size() * sizeof(T), s.limit - rel));
-    const std::size_t got = read_at(s, reinterpret_cast<unsigned char*>(slot.data()), want, s.base + rel);
+    const std::size_t got = pread_all(s, reinterpret_cast<unsigned char*>(slot.data()), want, s.base + rel);
     if (got < want) {
       throw pipeline_error("chunkpipe: " + detail::quoted(s.path) + " changed size while being read: it ended at byte " +
                            std::to_string(s.base + rel + got) + ", inside the range of bytes " +
@@ -259,7 +287,17 @@ class FileWriter {
   explicit FileWriter(std::shared_ptr<FileWriterState> state) : state_(std::move(state)) {}
 
   /// Writes one chunk's output at its place in the file.
-  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const U> data) const {
+  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const U> data) const { write_at(offset, data); }
+
+  /// A regular file is written where each chunk lies, by several threads
+  /// at once (write_at); a pipe, a FIFO or a device in order.
+  bool positional() const noexcept { return state_->positional; }
+
+  /// Writes `data` as the output's elements from element `offset`. Safe to
+  /// call from several threads at once on a positional() file. Throws
+  /// pipeline_error naming the path and the byte offset for a write that
+  /// fails (a full disk included), or a sink already concluded.
+  void write_at(std::size_t offset, ::cuda::std::span<const U> data) const {
     FileWriterState& s = *state_;
     if (s.concluded) throw reused(s);
     const std::uint64_t at = s.base + static_cast<std::uint64_t>(offset) * sizeof(U);

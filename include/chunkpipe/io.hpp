@@ -156,6 +156,16 @@ inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
 /// The pipeline moves or copies the Source into the run (it may be
 /// move-only) and lets go of it when the run has been waited for.
 ///   auto src = chunkpipe::source<float>([&](std::size_t k, ::cuda::std::span<float> slot) { ... });
+///
+/// A Source that can read at any offset (a file) says so with a member
+/// `std::size_t read_at(std::size_t offset, ::cuda::std::span<T> dst)`
+/// (and, optionally, `bool positional() const`, false to be read in order
+/// after all): the pipeline then calls read_at instead, for elements
+/// [offset, offset + dst.size()) of the input, from several threads at once
+/// on parts of each chunk (Options::host_threads of them), straight into
+/// the pinned slot. Returning fewer than dst.size() says the input ends at
+/// offset + that count; read_at must be safe to call concurrently.
+/// file_source() is such a Source.
 template <class T, class F>
 struct Source {
   F fn;
@@ -187,6 +197,14 @@ Source<T, std::decay_t<F>> source(F&& fn) {
 /// What finish() throws reaches the caller; what abort() throws is dropped
 /// in favour of the run's own error. The pipeline moves or copies the Sink
 /// into the run and lets go of it when the run has been waited for.
+///
+/// A Sink that can write at any offset (a file) says so with a member
+/// `void write_at(std::size_t offset, ::cuda::std::span<const U> data)`
+/// (and, optionally, `bool positional() const`): the pipeline then calls
+/// write_at instead, with records [offset, offset + data.size()) of the
+/// output, from several threads at once on parts of each chunk, straight
+/// from the pinned slot; finish() and abort() are called as above, after
+/// every write_at has returned. file_sink() is such a Sink.
 template <class U, class F>
 struct Sink {
   F fn;

@@ -233,6 +233,35 @@ TEST_CASE("a file of random floats through a Map into a file", "[files]") {
   }
 }
 
+TEST_CASE("a regular file is read and written in parts of each chunk, where they lie", "[files][positional]") {
+  // Chunks of 2^19 floats (2 MiB) are cut into parts (the host backend cuts
+  // them as a team of three would, and runs the parts in turn); sizes that
+  // end inside a part, on a part's edge, on a chunk's edge and in the first
+  // part of a chunk.
+  Scratch dir;
+  const std::string in = dir / "in.f32", out = dir / "out.f32";
+  const std::size_t chunk = std::size_t{1} << 19;
+  for (std::size_t n : {chunk * 3 + 12345, chunk * 2, chunk + (std::size_t{1} << 14), chunk * 2 + 174763}) {
+    const std::vector<float> x = random_floats(n, static_cast<unsigned>(n));
+    const std::vector<float> want = reference(x);
+    write_file(in, x);
+    for (std::uint64_t seed : {0u, 7u}) {
+      HostPipeline<Map<Fma>> pipe({.chunk_elems = chunk, .depth = 3}, Map<Fma>{kFma});
+      pipe.set_seed(seed);
+      fs::remove(out);
+      pipe.run(file_source<float>(in), file_sink<float>(out));
+      INFO("n " << n << " seed " << seed);
+      REQUIRE(same(read_floats(out), want));
+      REQUIRE(pipe.last_run().elems == n);
+      // Into a range: nothing past the end is written.
+      std::vector<float> y(n + 7, std::numeric_limits<float>::quiet_NaN());
+      pipe.run(file_source<float>(in), y);
+      REQUIRE(same(std::vector<float>(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n)), want));
+      REQUIRE(std::isnan(y[n]));
+    }
+  }
+}
+
 TEST_CASE("an empty file gives an empty output file and writes nothing to a range", "[files]") {
   Scratch dir;
   const std::string in = dir / "empty.f32", out = dir / "out.f32";

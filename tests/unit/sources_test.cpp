@@ -8,6 +8,7 @@
 #include "catch.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -480,4 +481,91 @@ TEST_CASE("windows: a spread calls the user's Source and Sink in windows", "[hos
   REQUIRE_FALSE(in2.misuse);
   CHECK(std::equal(kept.begin(), kept.end(), z.begin()));
   CHECK(std::isnan(z[kept.size()]));
+}
+
+// -- Sources and Sinks that read and write at any offset ----------------------
+
+namespace {
+
+// A Source that reads element i as value_at(i) at any offset, from any
+// thread, counting the elements each call covered; its plain call must
+// never be used.
+struct AtSource {
+  std::size_t total;
+  std::vector<std::atomic<int>>* covered;  // [element]: reads that covered it
+  std::atomic<int>* plain_calls;
+  std::size_t operator()(std::size_t, ::cuda::std::span<float>) {
+    ++*plain_calls;
+    return 0;
+  }
+  std::size_t read_at(std::size_t offset, ::cuda::std::span<float> dst) const {
+    const std::size_t n = offset < total ? std::min(dst.size(), total - offset) : 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      dst[i] = value_at(offset + i);
+      ++(*covered)[offset + i];
+    }
+    return n;
+  }
+};
+
+struct AtSink {
+  std::vector<float>* out;
+  std::vector<std::atomic<int>>* written;
+  std::atomic<int>* plain_calls;
+  void operator()(std::size_t, std::size_t, ::cuda::std::span<const float>) { ++*plain_calls; }
+  void write_at(std::size_t offset, ::cuda::std::span<const float> data) const {
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      (*out)[offset + i] = data[i];
+      ++(*written)[offset + i];
+    }
+  }
+};
+
+// A read_at that says the input ended and then gives more past that point.
+struct Inconsistent {
+  std::size_t operator()(std::size_t, ::cuda::std::span<float>) { return 0; }
+  std::size_t read_at(std::size_t offset, ::cuda::std::span<float> dst) const {
+    if (offset == 0) return dst.size() / 2;  // "ends" half way through its part
+    std::fill(dst.begin(), dst.end(), 1.0f);
+    return dst.size();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a Source with read_at and a Sink with write_at are read and written in parts, each element once",
+          "[host][source][sink][positional]") {
+  const Fma f{2.f, 0.5f};
+  const std::size_t chunk = std::size_t{1} << 19;  // 2 MiB of float: cut into parts
+  for (std::size_t total : {std::size_t{0}, std::size_t{1000}, chunk * 2, chunk * 3 + 77777}) {
+    INFO("total " << total);
+    HostPipeline<Map<Fma>> pipe({.chunk_elems = chunk, .depth = 2}, Map<Fma>{f});
+    std::vector<std::atomic<int>> covered(total + chunk), written(total + chunk);
+    std::atomic<int> plain{0};
+    std::vector<float> got(total + chunk, std::numeric_limits<float>::quiet_NaN());
+    pipe.run(source<float>(AtSource{total, &covered, &plain}), sink<float>(AtSink{&got, &written, &plain}));
+    CHECK(plain == 0);
+    CHECK(pipe.last_run().elems == total);
+    for (std::size_t i = 0; i < total; ++i) {
+      REQUIRE(covered[i] == 1);
+      REQUIRE(written[i] == 1);
+      REQUIRE(got[i] == f(value_at(i)));
+    }
+    for (std::size_t i = total; i < covered.size(); ++i) REQUIRE(written[i] == 0);
+  }
+  // A read_at that contradicts itself fails the run, saying where; the
+  // pipeline runs again.
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = chunk, .depth = 2}, Map<Fma>{f});
+  std::vector<float> y(chunk * 2);
+  try {
+    pipe.run(source<float>(Inconsistent{}), y);
+    FAIL("no error");
+  } catch (const pipeline_error& e) {
+    CHECK(std::string(e.what()).find("said the input ends at element") != std::string::npos);
+  }
+  std::vector<std::atomic<int>> covered(chunk), written(chunk);
+  std::atomic<int> plain{0};
+  std::vector<float> got(chunk);
+  pipe.run(source<float>(AtSource{100, &covered, &plain}), sink<float>(AtSink{&got, &written, &plain}));
+  CHECK(got[99] == f(value_at(99)));
 }

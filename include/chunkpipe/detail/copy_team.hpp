@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: MIT
-// A team of threads that share one staging copy. Host-only.
+// A team of threads that share one staging copy, or one positional read or
+// write. Host-only.
 //
 // One thread's memcpy moves far less than a PCIe Gen5 link, so a host
 // queue that stages a chunk into a pinned slot splits the chunk's bytes
 // over its team: the queue's own worker takes the first share, helper
-// threads the rest, and the copy ends when all have.
+// threads the rest, and the copy ends when all have. One thread's pread
+// from the page cache is slower still (8 GB/s on the H200 machine, 37 to
+// 53 with eight: shared/DEVICE.md), so a Source or Sink that reads or
+// writes at any offset shares each chunk the same way.
 #pragma once
 
 #include <chunkpipe/detail/slots.hpp>
@@ -12,6 +16,8 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -47,18 +53,40 @@ class CopyTeam {
       share(copies, total, 0, 1);
       return;
     }
+    each([&](std::size_t part, std::size_t parts) { share(copies, total, part, parts); });
+  }
+
+  /// Calls fn(part, threads()) once for every part in [0, threads()), each
+  /// on its own thread of the team (part 0 on the caller's), and returns
+  /// when all have returned. What a call throws is rethrown here, the
+  /// first part's first, once every call has returned. Blocks; not to be
+  /// called from two threads at once.
+  void each(const std::function<void(std::size_t part, std::size_t parts)>& fn) {
+    if (helpers_.empty()) {
+      fn(0, 1);
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &copies;
-      total_ = total;
+      job_ = &fn;
+      errors_.assign(threads(), nullptr);
       remaining_ = helpers_.size();
       ++generation_;
     }
     go_.notify_all();
-    share(copies, total, 0, threads());
+    std::exception_ptr mine;
+    try {
+      fn(0, threads());
+    } catch (...) {
+      mine = std::current_exception();
+    }
     std::unique_lock<std::mutex> lock(mutex_);
     finished_.wait(lock, [&] { return remaining_ == 0; });
     job_ = nullptr;
+    if (mine) std::rethrow_exception(mine);
+    for (const std::exception_ptr& e : errors_) {
+      if (e) std::rethrow_exception(e);
+    }
   }
 
  private:
@@ -81,19 +109,23 @@ class CopyTeam {
   void help(std::size_t part) {
     std::size_t seen = 0;
     for (;;) {
-      const std::vector<Copy>* job;
-      std::size_t total;
+      const std::function<void(std::size_t, std::size_t)>* job;
       {
         std::unique_lock<std::mutex> lock(mutex_);
         go_.wait(lock, [&] { return stop_ || generation_ != seen; });
         if (stop_) return;
         seen = generation_;
         job = job_;
-        total = total_;
       }
-      share(*job, total, part, threads());
+      std::exception_ptr error;
+      try {
+        (*job)(part, threads());
+      } catch (...) {
+        error = std::current_exception();
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
+        errors_[part] = error;
         --remaining_;
       }
       finished_.notify_one();
@@ -102,8 +134,8 @@ class CopyTeam {
 
   std::mutex mutex_;
   std::condition_variable go_, finished_;
-  const std::vector<Copy>* job_ = nullptr;
-  std::size_t total_ = 0;
+  const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
+  std::vector<std::exception_ptr> errors_;  // [part]: what the part's call threw
   std::size_t remaining_ = 0;
   std::size_t generation_ = 0;
   bool stop_ = false;

@@ -272,6 +272,11 @@ class HostExecutor {
       std::memcpy(dst, src, bytes);
       moved += bytes;
     };
+    // A positional Source's or Sink's parts run in turn, cut as a team of
+    // three would cut them, so that the host backend covers the cutting.
+    auto in_parts = [](const auto& part) {
+      for (std::size_t k = 0; k < 3; ++k) part(k, std::size_t{3});
+    };
     // Only ops that did their work are timed, as on the GPU: one that
     // threw fails the run, and a failed run has no report.
     std::chrono::steady_clock::time_point started;
@@ -290,7 +295,8 @@ class HostExecutor {
         if (run.failed() || run.source_ended) return;
         if (run.profile) started = std::chrono::steady_clock::now();
         const std::size_t got =
-            ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);
+            ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device,
+                                             in_parts);
         *w.produced = got;
         run.elems += got;
         if (got > 0) ++run.chunks;
@@ -308,7 +314,8 @@ class HostExecutor {
           break;
         case OpKind::host_in:
         case OpKind::host_out:
-          ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device);
+          ::chunkpipe::detail::run_host_op(op, step, mem_, *run.ends, run_chunk, w.offset, w.count, scratch_, memcpy_all, from_device,
+                                             in_parts);
           break;
         case OpKind::h2d:
         case OpKind::d2h:

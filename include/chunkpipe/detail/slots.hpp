@@ -12,6 +12,7 @@
 #include <chunkpipe/detail/windows.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -156,6 +157,11 @@ struct Endpoints {
     bool staged = false;  ///< passes through a pinned slot (host_in ops)
     /// A Source: fills `slot` (capacity elements) for `chunk`, returns the count.
     std::function<std::size_t(std::size_t chunk, void* slot, std::size_t capacity)> produce;
+    /// A positional Source (read_at; `produce` is then its one-thread
+    /// form): fills `count` elements from element `offset` of the input
+    /// into `dst` and returns how many (fewer: the input ends there).
+    /// Called from several threads at once, on parts of one chunk.
+    std::function<std::size_t(std::size_t offset, void* dst, std::size_t count)> read_at;
   };
   struct Out {
     std::byte* data = nullptr;
@@ -164,6 +170,10 @@ struct Endpoints {
     std::size_t size = 0; ///< elements the range holds (checked when a source decides the length)
     /// A Sink: consumes `count` elements of `chunk`, the first being element `offset` of the run.
     std::function<void(std::size_t chunk, std::size_t offset, const void* data, std::size_t count)> consume;
+    /// A positional Sink (write_at; `consume` is then its one-thread
+    /// form): writes `count` records from `data` at record `offset` of the
+    /// output. Called from several threads at once, on parts of one chunk.
+    std::function<void(std::size_t offset, const void* data, std::size_t count)> write_at;
   };
   std::vector<In> in;
   std::vector<Out> out;
@@ -357,13 +367,42 @@ struct has_abort : std::false_type {};
 template <class F>
 struct has_abort<F, std::void_t<decltype(std::declval<F&>().abort())>> : std::true_type {};
 
+/// Whether a Source's or Sink's functor reads or writes at any offset:
+/// `std::size_t read_at(std::size_t offset, ::cuda::std::span<T>)` or
+/// `void write_at(std::size_t offset, ::cuda::std::span<const U>)`, and,
+/// if it has `bool positional() const`, says so at run time (a file_source
+/// over a pipe cannot seek).
+template <class F, class T, class = void>
+struct has_read_at : std::false_type {};
+template <class F, class T>
+struct has_read_at<F, T, std::void_t<decltype(std::size_t{std::declval<F&>().read_at(std::size_t{}, std::declval<::cuda::std::span<T>>())})>>
+    : std::true_type {};
+template <class F, class U, class = void>
+struct has_write_at : std::false_type {};
+template <class F, class U>
+struct has_write_at<F, U, std::void_t<decltype(std::declval<F&>().write_at(std::size_t{}, std::declval<::cuda::std::span<const U>>()))>>
+    : std::true_type {};
+template <class F, class = void>
+struct has_positional : std::false_type {};
+template <class F>
+struct has_positional<F, std::void_t<decltype(bool{std::declval<const F&>().positional()})>> : std::true_type {};
+template <class F>
+bool is_positional(const F& f) {
+  if constexpr (has_positional<F>::value) {
+    return f.positional();
+  } else {
+    (void)f;
+    return true;
+  }
+}
+
 /// Endpoints of input ranges; `staged(span)` decides each range.
 template <class... T, class Decide>
 void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged, const Window&,
                 const std::shared_ptr<WindowEnd>&) {
   std::apply(
       [&](const auto&... s) {
-        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), s.size, staged(s), {}}), ...);
+        (e.in.push_back({reinterpret_cast<const std::byte*>(s.data), sizeof(*s.data), s.size, staged(s), {}, {}}), ...);
       },
       in.spans);
 }
@@ -372,6 +411,29 @@ void add_inputs(Endpoints& e, const Inputs<T...>& in, Decide&& staged, const Win
 /// schedule's units, or through SourceWindows for windows of `w.elems`.
 template <class T, class F, class Decide>
 void add_inputs(Endpoints& e, Source<T, F> in, Decide&&, const Window& w, const std::shared_ptr<WindowEnd>& end) {
+  if constexpr (has_read_at<F, T>::value) {
+    if (::chunkpipe::detail::is_positional(in.fn)) {
+      // Read where each chunk lies, by as many threads as the executor
+      // gives; windows mean nothing to a Source that reads at any offset.
+      auto src = std::make_shared<Source<T, F>>(std::move(in));
+      auto read = [src](std::size_t offset, void* dst, std::size_t count) {
+        const std::size_t n = src->fn.read_at(offset, ::cuda::std::span<T>(static_cast<T*>(dst), count));
+        if (n > count) {
+          throw pipeline_error("chunkpipe: a source's read_at returned " + std::to_string(n) + " elements for " +
+                               std::to_string(count) + " asked for at element " + std::to_string(offset));
+        }
+        return n;
+      };
+      e.in.push_back({nullptr, sizeof(T), 0, true,
+                      [read, next = std::make_shared<std::size_t>(0)](std::size_t, void* slot, std::size_t capacity) {
+                        const std::size_t n = read(*next, slot, capacity);
+                        *next += n;
+                        return n;
+                      },
+                      read});
+      return;
+    }
+  }
   if (w.elems != 0) {
     struct Windowed {
       Windowed(Source<T, F> s, const Window& w, std::shared_ptr<WindowEnd> end)
@@ -382,7 +444,8 @@ void add_inputs(Endpoints& e, Source<T, F> in, Decide&&, const Window& w, const 
     auto h = std::make_shared<Windowed>(std::move(in), w, end);
     e.in.push_back({nullptr, sizeof(T), 0, true, [h](std::size_t, void* slot, std::size_t capacity) {
                       return h->windows.fill(static_cast<T*>(slot), capacity);
-                    }});
+                    },
+                    {}});
     return;
   }
   auto src = std::make_shared<Source<T, F>>(std::move(in));
@@ -393,7 +456,8 @@ void add_inputs(Endpoints& e, Source<T, F> in, Decide&&, const Window& w, const 
                                            " elements for a slot of " + std::to_string(capacity));
                     }
                     return n;
-                  }});
+                  },
+                  {}});
 }
 
 template <class... U, class Decide>
@@ -401,7 +465,7 @@ void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged, const 
                  const std::shared_ptr<WindowEnd>&) {
   std::apply(
       [&](const auto&... s) {
-        (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s), s.size, {}}), ...);
+        (e.out.push_back({reinterpret_cast<std::byte*>(s.data), sizeof(*s.data), staged(s), s.size, {}, {}}), ...);
       },
       out.spans);
 }
@@ -412,6 +476,22 @@ void add_outputs(Endpoints& e, const Outputs<U...>& out, Decide&& staged, const 
 /// run completes (before finish()).
 template <class U, class F, class Decide>
 void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&, const Window& w, const std::shared_ptr<WindowEnd>& end) {
+  if constexpr (has_write_at<F, U>::value) {
+    if (::chunkpipe::detail::is_positional(out.fn)) {
+      auto snk = std::make_shared<Sink<U, F>>(std::move(out));
+      auto write = [snk](std::size_t offset, const void* data, std::size_t count) {
+        snk->fn.write_at(offset, ::cuda::std::span<const U>(static_cast<const U*>(data), count));
+      };
+      e.out.push_back({nullptr, sizeof(U), true, 0,
+                       [write](std::size_t, std::size_t offset, const void* data, std::size_t count) {
+                         write(offset, data, count);
+                       },
+                       write});
+      if constexpr (has_finish<F>::value) e.finish = [snk] { snk->fn.finish(); };
+      if constexpr (has_abort<F>::value) e.abort = [snk] { snk->fn.abort(); };
+      return;
+    }
+  }
   if (w.elems != 0) {
     struct Windowed {
       Windowed(Sink<U, F> s, const Window& w, std::shared_ptr<WindowEnd> end)
@@ -423,7 +503,8 @@ void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&, const Window& w, const 
     e.out.push_back({nullptr, sizeof(U), true, 0,
                      [h](std::size_t, std::size_t offset, const void* data, std::size_t count) {
                        h->windows.put(offset, static_cast<const U*>(data), count);
-                     }});
+                     },
+                     {}});
     e.finish = [h] {
       h->windows.flush();
       if constexpr (has_finish<F>::value) h->sink.fn.finish();
@@ -435,7 +516,8 @@ void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&, const Window& w, const 
   e.out.push_back({nullptr, sizeof(U), true, 0,
                    [snk](std::size_t chunk, std::size_t offset, const void* data, std::size_t count) {
                      snk->fn(chunk, offset, ::cuda::std::span<const U>(static_cast<const U*>(data), count));
-                   }});
+                   },
+                   {}});
   if constexpr (has_finish<F>::value) e.finish = [snk] { snk->fn.finish(); };
   if constexpr (has_abort<F>::value) e.abort = [snk] { snk->fn.abort(); };
 }
@@ -454,6 +536,65 @@ Endpoints make_endpoints(In in, Out out, Decide&& staged, const Window& w = {}) 
   return e;
 }
 
+/// Splits elements [0, count) of one positional read or write over the
+/// parts `par(fn)` calls fn(part, parts) for (a team of threads, or one),
+/// calling part(lo, hi) for each non-empty piece. Pieces are whole 64 KiB
+/// (a page-aligned read where the chunk starts on one), and a chunk under
+/// 1 MiB is one piece: waking a team costs more than it saves there.
+template <class Par, class Piece>
+void split_over(Par&& par, std::size_t count, std::size_t elem_size, Piece&& part) {
+  if (count * elem_size < (std::size_t{1} << 20)) {
+    part(std::size_t{0}, count);
+    return;
+  }
+  const std::size_t align = std::max<std::size_t>(1, (std::size_t{1} << 16) / elem_size);
+  par([&](std::size_t k, std::size_t parts) {
+    const std::size_t per = ((count + parts - 1) / parts + align - 1) / align * align;
+    const std::size_t lo = std::min(count, k * per), hi = std::min(count, lo + per);
+    if (lo < hi) part(lo, hi);
+  });
+}
+
+/// Reads one chunk of a positional Source (Endpoints::In::read_at) into
+/// `dst`, `count` elements from element `offset`, in parts over `par`, and
+/// returns how many it holds: up to where the first part came up short.
+/// Throws what read_at throws, and pipeline_error for a Source that gave
+/// elements past a point where it said the input ended.
+template <class Par>
+std::size_t read_positional(const Endpoints::In& in, std::size_t offset, void* dst, std::size_t count, Par&& par) {
+  std::atomic<std::size_t> end{count};   // the least end of a part that came up short
+  std::atomic<std::size_t> reach{0};     // the furthest element any part read
+  ::chunkpipe::detail::split_over(par, count, in.elem_size, [&](std::size_t lo, std::size_t hi) {
+    const std::size_t n = in.read_at(offset + lo, static_cast<std::byte*>(dst) + lo * in.elem_size, hi - lo);
+    if (n < hi - lo) {
+      std::size_t e = end.load();
+      while (lo + n < e && !end.compare_exchange_weak(e, lo + n)) {
+      }
+    }
+    if (n != 0) {
+      std::size_t r = reach.load();
+      while (lo + n > r && !reach.compare_exchange_weak(r, lo + n)) {
+      }
+    }
+  });
+  if (reach.load() > end.load()) {
+    throw pipeline_error("chunkpipe: a source's read_at said the input ends at element " +
+                         std::to_string(offset + end.load()) + " and then gave elements up to " +
+                         std::to_string(offset + reach.load()) + " (did it change while being read?)");
+  }
+  return end.load();
+}
+
+/// Writes `count` records from `data` at record `offset` of a positional
+/// Sink (Endpoints::Out::write_at), in parts over `par`. Throws what
+/// write_at throws.
+template <class Par>
+void write_positional(const Endpoints::Out& out, std::size_t offset, const void* data, std::size_t count, Par&& par) {
+  ::chunkpipe::detail::split_over(par, count, out.elem_size, [&](std::size_t lo, std::size_t hi) {
+    out.write_at(offset + lo, static_cast<const std::byte*>(data) + lo * out.elem_size, hi - lo);
+  });
+}
+
 /// A host-out op of a run whose last stage emitted a count: reads the
 /// count the copy out brought to the pinned slot, then moves exactly that
 /// many elements, packed after what earlier chunks emitted: from the device
@@ -463,10 +604,10 @@ Endpoints make_endpoints(In in, Out out, Decide&& staged, const Window& w = {}) 
 /// emitted is filled to its end and no further; `packed` keeps counting,
 /// so the run can say how much was needed. Throws pipeline_error for a count above the
 /// chunk's elements, and what a Sink throws.
-template <class CopyFn, class DeviceCopyFn>
+template <class CopyFn, class DeviceCopyFn, class Par>
 void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                     std::size_t run_chunk, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy,
-                    DeviceCopyFn&& from_device) {
+                    DeviceCopyFn&& from_device, Par&& par) {
   Packed& p = *ends.packed;
   const std::size_t outs = ends.out.size();
   std::size_t got = 0;
@@ -488,7 +629,11 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
     if (e.consume) {
       void* bounce = mem.array(step.reads[0], o, op.slot);
       from_device(bounce, device, got * e.elem_size);
-      e.consume(run_chunk, at, bounce, got);
+      if (e.write_at) {
+        ::chunkpipe::detail::write_positional(e, at, bounce, got, par);
+      } else {
+        e.consume(run_chunk, at, bounce, got);
+      }
     } else if (room == 0) {
       continue;
     } else if (!e.staged) {
@@ -510,22 +655,27 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
 /// slot's capacity when a Source decides the length; returns the elements
 /// the chunk holds (what the Source produced, else `count`). A run whose
 /// last stage emits a count copies out with run_packed_out(), and
-/// `from_device` (see there). Throws what a source or sink throws, and
-/// pipeline_error when a source produces more than an output range holds.
-template <class CopyFn, class DeviceCopyFn>
+/// `from_device` (see there). A positional Source or Sink (read_at,
+/// write_at) reads or writes the chunk in parts, over `par(fn)`, which
+/// calls fn(part, parts) for every part, on a team of threads or in turn.
+/// Throws what a source or sink throws, and pipeline_error when a source
+/// produces more than an output range holds.
+template <class CopyFn, class DeviceCopyFn, class Par>
 std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                         std::size_t run_chunk, std::size_t offset, std::size_t count, std::vector<Copy>& scratch,
-                        CopyFn&& copy, DeviceCopyFn&& from_device) {
+                        CopyFn&& copy, DeviceCopyFn&& from_device, Par&& par) {
   if (count == 0) return 0;
   if (ends.packed && op.kind == OpKind::host_out) {
-    ::chunkpipe::detail::run_packed_out(op, step, mem, ends, run_chunk, count, scratch, copy, from_device);
+    ::chunkpipe::detail::run_packed_out(op, step, mem, ends, run_chunk, count, scratch, copy, from_device, par);
     return count;
   }
   std::size_t produced = count;
   if (op.kind == OpKind::host_in) {
     for (std::size_t i = 0; i < ends.in.size(); ++i) {
       if (!ends.in[i].produce) continue;
-      produced = ends.in[i].produce(run_chunk, mem.array(step.writes[0], i, op.slot), count);
+      void* slot = mem.array(step.writes[0], i, op.slot);
+      produced = ends.in[i].read_at ? ::chunkpipe::detail::read_positional(ends.in[i], offset, slot, count, par)
+                                    : ends.in[i].produce(run_chunk, slot, count);
       const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, produced);
       for (std::size_t o = 0; o < ends.out.size() && !ends.packed; ++o) {
         const auto& e = ends.out[o];
@@ -539,7 +689,12 @@ std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, c
   } else {
     const RecordRange r = ::chunkpipe::detail::records_of_chunk(ends, offset, count);
     for (std::size_t o = 0; o < ends.out.size(); ++o) {
-      if (ends.out[o].consume) ends.out[o].consume(run_chunk, r.offset, mem.array(step.reads[0], o, op.slot), r.count);
+      const auto& e = ends.out[o];
+      if (e.write_at) {
+        ::chunkpipe::detail::write_positional(e, r.offset, mem.array(step.reads[0], o, op.slot), r.count, par);
+      } else if (e.consume) {
+        e.consume(run_chunk, r.offset, mem.array(step.reads[0], o, op.slot), r.count);
+      }
     }
   }
   ::chunkpipe::detail::copies_of(op, step, mem, ends, offset, produced, scratch);

@@ -339,7 +339,10 @@ class StreamExecutor {
                 CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, dma));
                 CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(dma));
                 if (timed) timed->op.bytes += bytes;
-              });
+              },
+              // A positional Source's or Sink's parts, read or written by
+              // the lane's team at once.
+              [&](const auto& part) { team->each(part); });
           if (timed) timed->host_end = std::chrono::steady_clock::now();
         }
         if (produced) {

@@ -1,0 +1,487 @@
+// SPDX-License-Identifier: MIT
+//
+// storage_bench: a file larger than it need be, streamed through the GPU,
+// against what the machine's storage gives and a hand-written loop, in one
+// process. For each size (default 4 GiB of float):
+//
+//   machine  the storage's own rates: 1 to 16 threads of 8 MiB preads into
+//            pinned memory (cached: the file in the page cache; uncached:
+//            dropped with posix_fadvise(POSIX_FADV_DONTNEED) before each
+//            pass, and O_DIRECT), and 1 to 16 threads of pwrite, with and
+//            without the fsync at the end.
+//   pinned   the same pipeline (Options{}, a Map of 8 FMAs) over pinned
+//            memory in and out: what the link and the GPU allow.
+//   files    file_source -> Map -> a Sink that checks and discards;
+//            file_source -> Map -> file_sink (a .partial, fsync, rename),
+//            and with temporary = false.
+//   hand     a hand-written loop: pread into one of two pinned buffers,
+//            cudaMemcpyAsync, kernel, copy back, pwrite, on two streams
+//            (the double buffer most programs write), to discard and to a
+//            file (fsync at the end).
+//
+// Outputs are checked against the closed form (every 1021st element, and
+// every element of the first 1 Mi), output files after each run. Times are
+// wall clock around whole runs (a file run's cost is the host's as much as
+// the GPU's); each figure is the median of --rounds passes. Ratios: a file
+// run against min(the 8-thread cached read rate, the pinned pipeline), a
+// file->file run against the best write-plus-fsync rate, and each against
+// the hand loop. Prints tables; writes CSV.
+#include <chunkpipe/files.hpp>
+#include <chunkpipe/pipeline.cuh>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+constexpr std::size_t kBlock = 8 * kMiB;  // the machine rows' read and write size
+
+struct Fma8 {
+  CHUNKPIPE_HOST_DEVICE float operator()(float x) const {
+    for (int k = 0; k < 8; ++k) x = fmaf(x, 0.999f, 0.0625f);
+    return x;
+  }
+};
+
+CHUNKPIPE_HOST_DEVICE inline float value_at(std::size_t i) {
+  return static_cast<float>((i * 2654435761u) % 8191u) / 8191.0f - 0.5f;
+}
+
+__global__ void fma8_kernel(const float* in, float* out, std::size_t n) {
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < n) out[i] = Fma8{}(in[i]);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void fail(const std::string& what) {
+  std::fprintf(stderr, "storage_bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+int open_or_die(const std::string& path, int flags, mode_t mode = 0644) {
+  const int fd = ::open(path.c_str(), flags, mode);
+  if (fd < 0) fail("open " + path + ": " + std::strerror(errno));
+  return fd;
+}
+
+// Runs fn(t) on `threads` threads and waits for them.
+void on_threads(int threads, const std::function<void(int)>& fn) {
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) ts.emplace_back(fn, t);
+  for (auto& t : ts) t.join();
+}
+
+// Writes the input: `bytes` of value_at(i), by 8 threads, then fsync.
+void make_input(const std::string& path, std::size_t bytes) {
+  const int fd = open_or_die(path, O_WRONLY | O_CREAT | O_TRUNC);
+  const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
+  on_threads(8, [&](int t) {
+    std::vector<float> buf(kBlock / sizeof(float));
+    for (std::size_t b = static_cast<std::size_t>(t); b < blocks; b += 8) {
+      const std::size_t first = b * kBlock / sizeof(float);
+      const std::size_t len = std::min(kBlock, bytes - b * kBlock);
+      for (std::size_t i = 0; i < len / sizeof(float); ++i) buf[i] = value_at(first + i);
+      if (::pwrite(fd, buf.data(), len, static_cast<off_t>(b * kBlock)) != static_cast<ssize_t>(len)) {
+        fail("writing the input failed");
+      }
+    }
+  });
+  if (::fsync(fd) != 0) fail("fsync of the input failed");
+  ::close(fd);
+}
+
+// The file's pages out of the page cache (they are clean: written and synced).
+void drop_cache(const std::string& path) {
+  const int fd = open_or_die(path, O_RDONLY);
+  ::fdatasync(fd);
+  if (::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0) fail("posix_fadvise failed");
+  ::close(fd);
+}
+
+// `threads` threads preading 8 MiB blocks of `path` (round robin) into
+// pinned buffers; GB/s. `direct`: O_DIRECT (pinned buffers are page-aligned).
+double pread_rate(const std::string& path, std::size_t bytes, int threads, bool direct) {
+  const int fd = open_or_die(path, O_RDONLY | (direct ? O_DIRECT : 0));
+  std::vector<chunkpipe::PinnedBuffer> bufs;
+  for (int t = 0; t < threads; ++t) bufs.emplace_back(kBlock);
+  const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
+  std::atomic<bool> bad{false};
+  const auto t0 = std::chrono::steady_clock::now();
+  on_threads(threads, [&](int t) {
+    for (std::size_t b = static_cast<std::size_t>(t); b < blocks; b += static_cast<std::size_t>(threads)) {
+      const std::size_t len = std::min(kBlock, bytes - b * kBlock);
+      if (::pread(fd, bufs[t].data(), direct ? kBlock : len, static_cast<off_t>(b * kBlock)) != static_cast<ssize_t>(len)) {
+        bad = true;
+      }
+    }
+  });
+  const double s = seconds_since(t0);
+  ::close(fd);
+  if (bad) fail(std::string("pread ") + (direct ? "(O_DIRECT) " : "") + "of " + path + " came up short");
+  return static_cast<double>(bytes) / s / 1e9;
+}
+
+// `threads` threads pwriting 8 MiB blocks of a new file of `bytes`; GB/s
+// without and with the fsync at the end.
+std::pair<double, double> pwrite_rate(const std::string& path, std::size_t bytes, int threads) {
+  const int fd = open_or_die(path, O_WRONLY | O_CREAT | O_TRUNC);
+  std::vector<chunkpipe::PinnedBuffer> bufs;
+  for (int t = 0; t < threads; ++t) {
+    bufs.emplace_back(kBlock);
+    std::memset(bufs.back().data(), 0x5A + t, kBlock);
+  }
+  const std::size_t blocks = (bytes + kBlock - 1) / kBlock;
+  const auto t0 = std::chrono::steady_clock::now();
+  on_threads(threads, [&](int t) {
+    for (std::size_t b = static_cast<std::size_t>(t); b < blocks; b += static_cast<std::size_t>(threads)) {
+      const std::size_t len = std::min(kBlock, bytes - b * kBlock);
+      if (::pwrite(fd, bufs[t].data(), len, static_cast<off_t>(b * kBlock)) != static_cast<ssize_t>(len)) {
+        fail("pwrite came up short");
+      }
+    }
+  });
+  const double written = seconds_since(t0);
+  if (::fsync(fd) != 0) fail("fsync failed");
+  const double synced = seconds_since(t0);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return {static_cast<double>(bytes) / written / 1e9, static_cast<double>(bytes) / synced / 1e9};
+}
+
+// Elements wrong among those checked: every 1021st, and all of the first 1 Mi.
+std::size_t wrong_in(const float* y, std::size_t first, std::size_t n) {
+  std::size_t wrong = 0;
+  auto check = [&](std::size_t j) { wrong += y[j] == Fma8{}(value_at(first + j)) ? 0 : 1; };
+  for (std::size_t j = 0; j < n; ++j) {
+    if (first + j < (std::size_t{1} << 20) || (first + j) % 1021 == 0) check(j);
+  }
+  return wrong;
+}
+
+// An output file, checked as wrong_in() checks.
+std::size_t wrong_in_file(const std::string& path, std::size_t n) {
+  const int fd = open_or_die(path, O_RDONLY);
+  struct stat st {};
+  ::fstat(fd, &st);
+  if (static_cast<std::size_t>(st.st_size) != n * sizeof(float)) {
+    ::close(fd);
+    return n;
+  }
+  std::vector<float> buf(kBlock / sizeof(float));
+  std::size_t wrong = 0;
+  for (std::size_t at = 0; at < n; at += buf.size()) {
+    const std::size_t len = std::min(buf.size(), n - at);
+    if (::pread(fd, buf.data(), len * sizeof(float), static_cast<off_t>(at * sizeof(float))) !=
+        static_cast<ssize_t>(len * sizeof(float))) {
+      fail("reading back " + path + " failed");
+    }
+    wrong += wrong_in(buf.data(), at, len);
+  }
+  ::close(fd);
+  return wrong;
+}
+
+// A Sink that checks what it is handed and keeps nothing.
+struct CheckingDiscard {
+  std::atomic<std::size_t>* wrong;
+  std::atomic<std::size_t>* seen;
+  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const float> d) const {
+    *wrong += wrong_in(d.data(), offset, d.size());
+    *seen += d.size();
+  }
+};
+
+// The hand-written loop: one host thread preads chunk k into pinned buffer
+// k % 2 (after that buffer's last copy out is done), copies it in on stream
+// k % 2, runs the kernel, copies back, and (to a file) pwrites the result
+// once that stream is done. `out_fd` < 0: discard, after checking.
+std::size_t hand_loop(const std::string& in, int out_fd, std::size_t n, std::size_t chunk) {
+  const int fd = open_or_die(in, O_RDONLY);
+  chunkpipe::PinnedBuffer hin[2] = {chunkpipe::PinnedBuffer(chunk * 4), chunkpipe::PinnedBuffer(chunk * 4)};
+  chunkpipe::PinnedBuffer hout[2] = {chunkpipe::PinnedBuffer(chunk * 4), chunkpipe::PinnedBuffer(chunk * 4)};
+  chunkpipe::DeviceBuffer din[2] = {chunkpipe::DeviceBuffer(chunk * 4), chunkpipe::DeviceBuffer(chunk * 4)};
+  chunkpipe::DeviceBuffer dout[2] = {chunkpipe::DeviceBuffer(chunk * 4), chunkpipe::DeviceBuffer(chunk * 4)};
+  chunkpipe::Stream s[2] = {chunkpipe::Stream::create(), chunkpipe::Stream::create()};
+  std::size_t pending[2] = {0, 0};  // elements buffer b's last chunk holds, and its first
+  std::size_t pending_at[2] = {0, 0};
+  std::size_t wrong = 0;
+  auto drain = [&](int b) {
+    if (pending[b] == 0) return;
+    CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(s[b].get()));
+    const float* y = reinterpret_cast<const float*>(hout[b].data());
+    if (out_fd >= 0) {
+      const std::size_t bytes = pending[b] * 4;
+      if (::pwrite(out_fd, y, bytes, static_cast<off_t>(pending_at[b] * 4)) != static_cast<ssize_t>(bytes)) {
+        fail("hand loop: pwrite failed");
+      }
+    } else {
+      wrong += wrong_in(y, pending_at[b], pending[b]);
+    }
+    pending[b] = 0;
+  };
+  for (std::size_t k = 0, at = 0; at < n; ++k, at += chunk) {
+    const int b = static_cast<int>(k % 2);
+    drain(b);
+    const std::size_t len = std::min(chunk, n - at);
+    if (::pread(fd, hin[b].data(), len * 4, static_cast<off_t>(at * 4)) != static_cast<ssize_t>(len * 4)) {
+      fail("hand loop: pread came up short");
+    }
+    CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(din[b].data(), hin[b].data(), len * 4, cudaMemcpyHostToDevice, s[b].get()));
+    fma8_kernel<<<static_cast<unsigned>((len + 255) / 256), 256, 0, s[b].get()>>>(
+        reinterpret_cast<const float*>(din[b].data()), reinterpret_cast<float*>(dout[b].data()), len);
+    CHUNKPIPE_CUDA_TRY(cudaGetLastError());
+    CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(hout[b].data(), dout[b].data(), len * 4, cudaMemcpyDeviceToHost, s[b].get()));
+    pending[b] = len;
+    pending_at[b] = at;
+  }
+  drain(0);
+  drain(1);
+  ::close(fd);
+  if (out_fd >= 0 && ::fsync(out_fd) != 0) fail("hand loop: fsync failed");
+  return wrong;
+}
+
+struct Row {
+  std::string section, variant;
+  double gib = 0;
+  bool cached = true;
+  int threads = 0;
+  double seconds = 0, gbps = 0, ratio = 0;
+  std::string against;
+};
+
+struct Args {
+  std::vector<std::size_t> gib{4};
+  std::vector<int> threads{1, 2, 4, 8, 16};
+  std::string dir = ".";
+  int rounds = 3;
+  bool uncached = true;
+  std::string csv = "storage_bench.csv";
+};
+
+std::vector<std::size_t> parse_list(const char* s) {
+  std::vector<std::size_t> v;
+  for (const char* p = s; *p;) {
+    char* end = nullptr;
+    v.push_back(std::strtoull(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p) break;
+  }
+  return v;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) fail("missing value for " + k);
+      return argv[++i];
+    };
+    if (k == "--gib") {
+      a.gib = parse_list(next());
+    } else if (k == "--threads") {
+      a.threads.clear();
+      for (std::size_t t : parse_list(next())) a.threads.push_back(static_cast<int>(t));
+    } else if (k == "--dir") {
+      a.dir = next();
+    } else if (k == "--rounds") {
+      a.rounds = std::max(1, std::atoi(next()));
+    } else if (k == "--cached-only") {
+      a.uncached = false;
+    } else if (k == "--csv") {
+      a.csv = next();
+    } else {
+      fail("unknown option " + k +
+           " (--gib 4,16 --threads 1,2,4,8,16 --dir DIR --rounds 3 --cached-only --csv FILE)");
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Args args = parse(argc, argv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("storage_bench: no CUDA device; nothing to measure\n");
+    return 0;
+  }
+  std::vector<Row> rows;
+  auto add = [&](Row r) {
+    std::printf("  %-8s %-34s %5.0f GiB %-8s %3d thr  %8.3f s  %6.2f GB/s", r.section.c_str(), r.variant.c_str(), r.gib,
+                r.cached ? "cached" : "uncached", r.threads, r.seconds, r.gbps);
+    if (r.ratio > 0) std::printf("  %.3f of %s", r.ratio, r.against.c_str());
+    std::printf("\n");
+    rows.push_back(std::move(r));
+  };
+  for (std::size_t gib : args.gib) {
+    const std::size_t bytes = gib << 30, n = bytes / sizeof(float);
+    const std::string in = args.dir + "/storage_bench_in.f32", out = args.dir + "/storage_bench_out.f32";
+    std::printf("== %zu GiB of float (%s)\n", gib, in.c_str());
+    make_input(in, bytes);
+
+    // -- The machine.
+    double read8 = 0, best_sync = 0, best_direct = 0, best_uncached = 0;
+    for (int t : args.threads) {
+      std::vector<double> c;
+      for (int r = 0; r < args.rounds; ++r) c.push_back(pread_rate(in, bytes, t, false));
+      const double gbps = median(c);
+      if (t == 8) read8 = gbps;
+      add({"machine", "pread 8 MiB into pinned", double(gib), true, t, bytes / gbps / 1e9, gbps});
+    }
+    if (args.uncached) {
+      for (int t : args.threads) {
+        std::vector<double> u, d;
+        for (int r = 0; r < args.rounds; ++r) {
+          drop_cache(in);
+          u.push_back(pread_rate(in, bytes, t, false));
+          drop_cache(in);
+          d.push_back(pread_rate(in, bytes, t, true));
+        }
+        best_uncached = std::max(best_uncached, median(u));
+        best_direct = std::max(best_direct, median(d));
+        add({"machine", "pread, page cache dropped", double(gib), false, t, bytes / median(u) / 1e9, median(u)});
+        add({"machine", "pread O_DIRECT", double(gib), false, t, bytes / median(d) / 1e9, median(d)});
+      }
+    }
+    for (int t : args.threads) {
+      std::vector<double> w, s;
+      for (int r = 0; r < args.rounds; ++r) {
+        const auto rates = pwrite_rate(out, bytes, t);
+        w.push_back(rates.first);
+        s.push_back(rates.second);
+      }
+      best_sync = std::max(best_sync, median(s));
+      add({"machine", "pwrite 8 MiB", double(gib), true, t, bytes / median(w) / 1e9, median(w)});
+      add({"machine", "pwrite 8 MiB, then fsync", double(gib), true, t, bytes / median(s) / 1e9, median(s)});
+    }
+
+    // -- The pinned pipeline: what the link and the GPU allow.
+    using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma8>>;
+    Pipe pipe;
+    const std::size_t unit = pipe.geometry().chunk_elems;
+    double pinned_gbps = 0;
+    {
+      chunkpipe::PinnedArray<float> x(n), y(n);
+      for (std::size_t i = 0; i < n; ++i) x.data()[i] = value_at(i);
+      std::memset(y.data(), 0xFF, n * sizeof(float));
+      pipe.run(chunkpipe::pinned(x), chunkpipe::pinned(y));  // warm: slots, calibration
+      if (wrong_in(y.data(), 0, n) != 0) fail("the pinned pipeline's output is wrong");
+      std::vector<double> t;
+      for (int r = 0; r < args.rounds; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        pipe.run(chunkpipe::pinned(x), chunkpipe::pinned(y));
+        t.push_back(seconds_since(t0));
+      }
+      pinned_gbps = bytes / median(t) / 1e9;
+      add({"pinned", "pipeline, pinned in and out", double(gib), true, 0, median(t), pinned_gbps});
+    }
+    const double read_bound = std::min(read8, pinned_gbps);
+    const char* read_bound_name = read8 < pinned_gbps ? "8-thread read" : "pinned pipeline";
+
+    // -- Files through the pipeline and through the hand loop.
+    auto timed = [&](const std::function<void()>& before, const std::function<void()>& run) {
+      std::vector<double> t;
+      for (int r = 0; r < args.rounds; ++r) {
+        before();
+        const auto t0 = std::chrono::steady_clock::now();
+        run();
+        t.push_back(seconds_since(t0));
+      }
+      return median(t);
+    };
+    for (bool cached : {true, false}) {
+      if (!cached && !args.uncached) continue;
+      auto prepare = [&] {
+        if (cached) {
+          pread_rate(in, bytes, 8, false);  // in the page cache
+        } else {
+          drop_cache(in);
+        }
+      };
+      std::atomic<std::size_t> wrong{0}, seen{0};
+      const double pipe_s = timed(prepare, [&] {
+        pipe.run(chunkpipe::file_source<float>(in), chunkpipe::sink<float>(CheckingDiscard{&wrong, &seen}));
+      });
+      if (wrong != 0 || seen != n * static_cast<std::size_t>(args.rounds)) fail("file -> discard: wrong output");
+      std::size_t hand_wrong = 0;
+      const double hand_s = timed(prepare, [&] { hand_wrong += hand_loop(in, -1, n, unit); });
+      if (hand_wrong != 0) fail("hand loop -> discard: wrong output");
+      const double bound = cached ? read_bound : std::max(best_uncached, best_direct);
+      add({"files", "file -> GPU -> discard", double(gib), cached, 0, pipe_s, bytes / pipe_s / 1e9,
+           bytes / pipe_s / 1e9 / bound, cached ? read_bound_name : "best uncached read"});
+      add({"hand", "file -> GPU -> discard", double(gib), cached, 1, hand_s, bytes / hand_s / 1e9,
+           bytes / hand_s / 1e9 / bound, cached ? read_bound_name : "best uncached read"});
+      add({"files", "  against the hand loop", double(gib), cached, 0, pipe_s, bytes / pipe_s / 1e9, hand_s / pipe_s,
+           "hand loop (x faster)"});
+
+      for (bool temporary : {true, false}) {
+        const double s = timed(
+            [&] {
+              prepare();
+              ::unlink(out.c_str());
+            },
+            [&] {
+              chunkpipe::FileSinkOptions o;
+              o.temporary = temporary;
+              pipe.run(chunkpipe::file_source<float>(in), chunkpipe::file_sink<float>(out, o));
+            });
+        if (wrong_in_file(out, n) != 0) fail("file -> file: wrong output");
+        add({"files", temporary ? "file -> GPU -> file (.partial, fsync)" : "file -> GPU -> file, temporary off",
+             double(gib), cached, 0, s, bytes / s / 1e9, bytes / s / 1e9 / best_sync, "best write+fsync"});
+      }
+      const double hs = timed(
+          [&] {
+            prepare();
+            ::unlink(out.c_str());
+          },
+          [&] {
+            const int fd = open_or_die(out, O_WRONLY | O_CREAT | O_TRUNC);
+            hand_loop(in, fd, n, unit);
+            ::close(fd);
+          });
+      if (wrong_in_file(out, n) != 0) fail("hand loop -> file: wrong output");
+      add({"hand", "file -> GPU -> file (fsync)", double(gib), cached, 1, hs, bytes / hs / 1e9,
+           bytes / hs / 1e9 / best_sync, "best write+fsync"});
+      ::unlink(out.c_str());
+    }
+    ::unlink(in.c_str());
+  }
+
+  if (FILE* f = std::fopen(args.csv.c_str(), "w")) {
+    std::fprintf(f, "section,variant,gib,cached,threads,seconds,gbps,ratio,against\n");
+    for (const Row& r : rows) {
+      std::fprintf(f, "%s,\"%s\",%.0f,%d,%d,%.4f,%.3f,%.4f,\"%s\"\n", r.section.c_str(), r.variant.c_str(), r.gib,
+                   r.cached ? 1 : 0, r.threads, r.seconds, r.gbps, r.ratio, r.against.c_str());
+    }
+    std::fclose(f);
+    std::printf("wrote %s\n", args.csv.c_str());
+  }
+  return 0;
+}
