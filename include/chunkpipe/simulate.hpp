@@ -60,6 +60,15 @@ struct Machine {
   /// chunks: at a 64 KiB window a chunk's copies take about 1.2 us each
   /// way on the H200, its issue about 9. 0: the host is never the limit.
   double host_issue_us = 0.0;
+  /// The storage a file Source reads and a file Sink writes, in GB/s for
+  /// the host's team of threads together (measure_storage() in files.hpp):
+  /// the host-in ops of a Workload::in_from_storage and the host-out ops of
+  /// a Workload::out_to_storage cost their bytes at these rates instead of
+  /// host_copy_gbps. The write rate is one that includes the fsync at the
+  /// end, as a durable file_sink pays it. 0: unknown, and such workloads
+  /// are refused.
+  double storage_read_gbps = 0.0;
+  double storage_write_gbps = 0.0;
 };
 
 /// The work a plan's ops do.
@@ -79,6 +88,12 @@ struct Workload {
   /// into a pinned output; the DMA's share of the link with copies in is
   /// not modelled), and its copies out carry only the count.
   double out_kept = 1.0;
+  /// The input is read from storage (a file_source): its host-in ops cost
+  /// Machine::storage_read_gbps. The plan must stage its input.
+  bool in_from_storage = false;
+  /// The output is written to storage (a file_sink): its host-out ops cost
+  /// Machine::storage_write_gbps. The plan must stage its output.
+  bool out_to_storage = false;
 };
 
 /// Predicts how `plan` runs `work` on `machine`.
@@ -101,7 +116,8 @@ struct Workload {
 /// config_error when the workload does not fit the plan (stage count,
 /// too few chunks, chunk_elems 0), when a figure is negative or not finite,
 /// when the link's bandwidths are not above 0, when the plan stages
-/// through the host and host_copy_gbps is not known, or when the plan is
+/// through the host and host_copy_gbps is not known (or the storage's
+/// rate, for a workload read from or written to storage), or when the plan is
 /// malformed (ids out of order, a wait on an op not issued before it).
 Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
 

@@ -9,6 +9,7 @@
 #include <chunkpipe/files.hpp>
 #include <chunkpipe/host_backend.hpp>
 #include <chunkpipe/shard.hpp>
+#include <chunkpipe/simulate.hpp>
 
 #include "catch.hpp"
 
@@ -260,6 +261,27 @@ TEST_CASE("a regular file is read and written in parts of each chunk, where they
       REQUIRE(std::isnan(y[n]));
     }
   }
+}
+
+TEST_CASE("measure_storage gives a directory's read and write rates and leaves nothing behind", "[files][storage]") {
+  Scratch dir;
+  const StorageRates r = measure_storage(dir.dir().string(), std::size_t{16} << 20, 2);
+  CHECK(r.write_gbps > 0.0);
+  CHECK(r.read_gbps > 0.0);
+  CHECK(r.uncached_read_gbps > 0.0);
+  CHECK(fs::is_empty(dir.dir()));
+  // What it is for: a prediction of a file run.
+  Machine m = machines::h200_pcie5();
+  m.storage_read_gbps = r.read_gbps;
+  m.storage_write_gbps = r.write_gbps;
+  Workload w = map_workload(std::size_t{64} << 20, std::size_t{2} << 20, 1.0);
+  w.in_from_storage = w.out_to_storage = true;
+  PlanShape shape;
+  shape.stage_in = shape.stage_out = true;
+  const Report p = simulate(make_plan(Policy::stage_streams, 3, shape, 32), w, m);
+  CHECK(makespan_ms(p) >= 256.0 / r.write_gbps);  // 256 MB written, at least
+  CHECK_THROWS_AS(measure_storage(dir.dir().string(), 0, 2), config_error);
+  CHECK_THROWS_AS(measure_storage((dir.dir() / "missing").string(), 1 << 20, 1), pipeline_error);
 }
 
 TEST_CASE("an empty file gives an empty output file and writes nothing to a range", "[files]") {

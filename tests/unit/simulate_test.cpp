@@ -341,6 +341,35 @@ TEST_CASE("host staging ops run on their own threads at the host copy rate", "[s
   REQUIRE_THROWS_AS(simulate(plan, chunks_of_4mb(4, 0.5), m), config_error);
 }
 
+TEST_CASE("a file's chunks are read and written at the storage's rates", "[simulate][storage]") {
+  PlanShape shape;
+  shape.stage_in = shape.stage_out = true;
+  const Plan plan = make_plan(Policy::stage_streams, 3, shape, 4);
+  Machine m = ideal(8.0, 8.0);
+  m.host_copy_gbps = 2.0;
+  m.storage_read_gbps = 1.0;   // a 4 MB chunk: 4 ms
+  m.storage_write_gbps = 0.5;  // 8 ms
+  Workload w = chunks_of_4mb(4, 0.5);
+  w.in_from_storage = true;
+  Report r = simulate(plan, w, m);
+  CHECK(near(find(r, 0, OpKind::host_in).end_ms - find(r, 0, OpKind::host_in).start_ms, 4.0));
+  CHECK(near(find(r, 0, OpKind::host_out).end_ms - find(r, 0, OpKind::host_out).start_ms, 2.0));  // a range: memcpy
+  // Reading bounds the run: four chunks one after another on the read thread.
+  CHECK(near(busy_ms(r, OpKind::host_in), 16.0));
+  w.out_to_storage = true;
+  r = simulate(plan, w, m);
+  CHECK(near(busy_ms(r, OpKind::host_out), 32.0));
+  CHECK(makespan_ms(r) >= 32.0 + 4.0);  // the first chunk's read comes before any write
+  // A storage rate that is not known is refused, naming it.
+  m.storage_write_gbps = 0.0;
+  try {
+    (void)simulate(plan, w, m);
+    FAIL("no error");
+  } catch (const config_error& e) {
+    CHECK(std::string(e.what()).find("storage_write_gbps") != std::string::npos);
+  }
+}
+
 TEST_CASE("the simulator refuses what it cannot model", "[simulate][errors]") {
   const Machine m = ideal(4.0, 4.0);
   const Plan plan = make_plan(Policy::stage_streams, 2, PlanShape{}, 4);

@@ -97,6 +97,8 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   require_figure(machine.host_copy_gbps, "host_copy_gbps", false);
   require_figure(machine.kernel_tail_elems, "kernel_tail_elems", false);
   require_figure(machine.host_issue_us, "host_issue_us", false);
+  require_figure(machine.storage_read_gbps, "storage_read_gbps", false);
+  require_figure(machine.storage_write_gbps, "storage_write_gbps", false);
   if (link.copy_engines < 1) {
     throw config_error("chunkpipe: simulate: link.copy_engines must be at least 1, got " +
                        std::to_string(link.copy_engines));
@@ -113,9 +115,18 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
       if (w >= i) bad("waits for op #" + std::to_string(w) + ", which is not issued before it");
     }
     const bool packed_out = op.kind == OpKind::host_out && plan.shape.variable_out;  // a DMA, not a host copy
-    if ((op.kind == OpKind::host_in || (op.kind == OpKind::host_out && !packed_out)) &&
-        !(machine.host_copy_gbps > 0.0) && elems_of(i) > 0) {
-      bad("stages through the host, and the machine's host_copy_gbps is not known");
+    if ((op.kind == OpKind::host_in || (op.kind == OpKind::host_out && !packed_out)) && elems_of(i) > 0) {
+      const bool storage = op.kind == OpKind::host_in ? work.in_from_storage : work.out_to_storage;
+      const double rate = !storage ? machine.host_copy_gbps
+                          : op.kind == OpKind::host_in ? machine.storage_read_gbps
+                                                       : machine.storage_write_gbps;
+      if (!(rate > 0.0)) {
+        throw config_error(std::string("chunkpipe: simulate: the plan stages through the host, and the machine's ") +
+                           (!storage ? "host_copy_gbps"
+                            : op.kind == OpKind::host_in ? "storage_read_gbps (the workload is read from storage)"
+                                                         : "storage_write_gbps (the workload is written to storage)") +
+                           " is not known");
+      }
     }
   }
 
@@ -195,7 +206,14 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
                                          static_cast<double>(t.bytes) / (link.d2h_gbps * 1e6);
           break;
         }
-        fixed_ms[i] = elems == 0 ? 0.0 : overhead + static_cast<double>(t.bytes) / (machine.host_copy_gbps * 1e6);
+        {
+          // A file's chunk is read or written at the storage's rate; a
+          // staged range's at the host's memcpy rate.
+          const double gbps = op.kind == OpKind::host_in && work.in_from_storage     ? machine.storage_read_gbps
+                              : op.kind == OpKind::host_out && work.out_to_storage ? machine.storage_write_gbps
+                                                                                   : machine.host_copy_gbps;
+          fixed_ms[i] = elems == 0 ? 0.0 : overhead + static_cast<double>(t.bytes) / (gbps * 1e6);
+        }
         break;
     }
     if (elems == 0) fixed_ms[i] = 0.0, transfer_bytes[i] = 0.0;
