@@ -322,6 +322,11 @@ struct TimedFinish {
   void operator()(std::size_t chunk, std::size_t offset, ::cuda::std::span<const __half> data) {
     file.fn(chunk, offset, data);
   }
+  // A sink that can write at any offset says so, and the pipeline's host
+  // threads then write each chunk in parts at once (a regular file; a pipe
+  // is written in order).
+  void write_at(std::size_t offset, ::cuda::std::span<const __half> data) const { file.fn.write_at(offset, data); }
+  bool positional() const { return file.fn.positional(); }
   void finish() {
     const auto t0 = Clock::now();
     file.fn.finish();
@@ -362,8 +367,9 @@ int run(const Args& args) {
   const std::uint64_t out_bytes = elems * sizeof(__half);
 
   // The library's default schedule over a window of --chunk-mib of input.
-  // Element-wise work lets it cycle the window in finer grains, so the
-  // source and the sink see grain-sized chunks.
+  // Element-wise work lets it cycle the window in finer grains; the file
+  // source and sink read and write each grain where it lies, in parts, on
+  // the pipeline's host threads.
   const std::size_t window = std::max<std::size_t>(1, static_cast<std::size_t>(args.chunk_mib) * kMiB / sizeof(float));
   chunkpipe::ChunkedPipeline<chunkpipe::Map<ToHalf>> pipe(chunkpipe::Options{.chunk_elems = window});
   const auto& g = pipe.geometry();
@@ -398,6 +404,23 @@ int run(const Args& args) {
   if (args.in.empty()) {
     std::printf("  (the input was just written, so it is likely still in the page cache: this measures\n"
                 "   the pipeline more than the disk; give --in an uncached file to include the disk)\n");
+  }
+  // Against what this directory's storage gives the pipeline's host threads
+  // (measure_storage: a temporary file of 1 GiB written with fsync, read
+  // back): the run can go no faster than reading the input or than writing
+  // the output durably, each at its own rate, with everything else
+  // overlapped.
+  {
+    const std::string dir = out.substr(0, out.find_last_of('/') == std::string::npos ? 0 : out.find_last_of('/'));
+    const chunkpipe::StorageRates r =
+        chunkpipe::measure_storage(dir.empty() ? "." : dir, std::size_t{1} << 30, chunkpipe::default_host_threads());
+    const double limit_s = std::max(static_cast<double>(in_bytes) / 1e9 / r.read_gbps,
+                                    static_cast<double>(out_bytes) / 1e9 / r.write_gbps);
+    std::printf("  storage  reads %.2f GB/s (cached; %.2f from the device), writes %.2f GB/s with fsync\n"
+                "           (measure_storage, %d threads): this file's limit is %.1f ms, and the run took\n"
+                "           %.2fx that\n",
+                r.read_gbps, r.uncached_read_gbps, r.write_gbps, chunkpipe::default_host_threads(), limit_s * 1e3,
+                s / limit_s);
   }
 
   // The check, from the files as they are on disk now.
