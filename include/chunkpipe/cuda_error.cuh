@@ -65,6 +65,59 @@ inline bool is_sticky(cudaError_t code) noexcept {
   }
 }
 
+/// True for what cudaGetDeviceCount returns where CUDA has no device to
+/// give rather than a failure to report: no driver, or one older than this
+/// runtime (both cudaErrorInsufficientDriver), a stub libcuda, a driver
+/// that does not match its kernel module, no device, devices that are all
+/// taken (exclusive mode), not ready or not supported, a driver that could
+/// not start. A pipeline then throws no_device_error (errors.hpp).
+inline bool means_no_device(cudaError_t code) noexcept {
+  switch (code) {
+    case cudaErrorInsufficientDriver:
+    case cudaErrorNoDevice:
+    case cudaErrorStubLibrary:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemNotReady:
+    case cudaErrorNotSupported:
+    case cudaErrorInitializationError:
+      return true;
+    default:
+      return false;
+  }
+}
+
+/// Why there is no device to run on, in plain words, naming the backend
+/// that needs none: no_device_error's message. `code` and `count` are what
+/// cudaGetDeviceCount gave. Clears CUDA's last error. Throws only
+/// std::bad_alloc.
+inline std::string no_device_message(cudaError_t code, int count) {
+  (void)cudaGetLastError();
+  int driver = 0, runtime = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;  // 0: no driver installed
+  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
+  (void)cudaGetLastError();
+  auto version = [](int v) { return std::to_string(v / 1000) + '.' + std::to_string(v % 1000 / 10); };
+  const std::string cuda_said =
+      code == cudaSuccess ? std::string("cudaGetDeviceCount found ") + std::to_string(count) + " devices"
+                          : std::string("cudaGetDeviceCount: ") + cudaGetErrorName(code);
+  std::string why;
+  if (driver == 0) {
+    why = "this machine has no NVIDIA driver";
+  } else if (code == cudaSuccess) {
+    why = "the NVIDIA driver reports none (CUDA_VISIBLE_DEVICES may hide them)";
+  } else if (code == cudaErrorInsufficientDriver) {
+    why = "the NVIDIA driver supports CUDA " + version(driver) + ", older than this program's CUDA runtime " +
+          version(runtime) + "; update the driver";
+  } else {
+    why = cudaGetErrorString(code);
+  }
+  return "chunkpipe: no CUDA device to run on: " + why + " (" + cuda_said +
+         "). ChunkedPipeline needs one; chunkpipe::HostPipeline (<chunkpipe/host_backend.hpp>) runs the same "
+         "stages and ranges on the CPU";
+}
+
 }  // namespace detail
 }  // namespace chunkpipe
 

@@ -18,11 +18,24 @@ class config_error : public std::invalid_argument {
 };
 
 /// A run failed for a reason that is not a CUDA error code: a source or sink
-/// failed, a file could not be read or written, or the pipeline was left
-/// unusable by an earlier sticky device error.
+/// failed, a file could not be read or written, the pipeline was left
+/// unusable by an earlier sticky device error, or there is no device to run
+/// on (no_device_error).
 class pipeline_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// A ChunkedPipeline has no CUDA device to run on: the machine has no NVIDIA
+/// driver, one older than the program's CUDA runtime, or no device the
+/// driver lets it use. The pipeline is still built (so code that builds one
+/// and then picks a backend needs no GPU), and each of its runs throws this
+/// once its ranges have passed their checks (which throw config_error
+/// first). The message says which of those it is and names HostPipeline
+/// (host_backend.hpp), which runs the same stages and ranges on the CPU.
+class no_device_error : public pipeline_error {
+ public:
+  using pipeline_error::pipeline_error;
 };
 
 }  // namespace chunkpipe

@@ -224,6 +224,23 @@ class HostPipeline {
     return run_async(std::forward<In>(in)).get();
   }
 
+  /// \cond CHUNKPIPE_WRONG_CALLS
+  // run() called the wrong way for the last stage, caught so that the
+  // compiler says why in one sentence (as ChunkedPipeline's do).
+  // Compile-time only: nothing runs, blocks or throws.
+  template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
+  void run(In&&, Out&&) {
+    static_assert(!F, "chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: "
+                      "float total = pipe.run(x);  (it takes no output ranges; run_async(x) queues such a run)");
+  }
+  template <class In, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
+  void run(In&&) {
+    static_assert(F, "chunkpipe: this pipeline writes its results to outputs: give run() an output, "
+                     "pipe.run(x, out);  or make the last stage a reduce/accumulate (chunkpipe::reduce, "
+                     "chunkpipe::accumulate), whose pipe.run(x) returns the value");
+  }
+  /// \endcond
+
   /// Issues a folding run; get() on the ticket runs it and returns the result.
   template <class In, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
   [[nodiscard]] auto run_async(In&& in, const HostAfter& order = {}) {

@@ -4,6 +4,10 @@
 // machine's numbers rather than a datasheet's.
 #pragma once
 
+// A host compiler gets one #error here, and nothing below it.
+#include <chunkpipe/detail/needs_nvcc.hpp>
+#if defined(__CUDACC__)
+
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/report.hpp>
@@ -133,3 +137,5 @@ double measure_map_ns_per_elem(const F& fn, std::size_t elems = std::size_t{1} <
 }
 
 }  // namespace chunkpipe
+
+#endif  // defined(__CUDACC__)

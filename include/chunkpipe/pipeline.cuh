@@ -23,6 +23,10 @@
 // included separately.
 #pragma once
 
+// A host compiler gets one #error here, and nothing below it.
+#include <chunkpipe/detail/needs_nvcc.hpp>
+#if defined(__CUDACC__)
+
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/decide.hpp>
 #include <chunkpipe/errors.hpp>
@@ -67,12 +71,19 @@ class ChunkedPipeline {
 
  public:
   /// Builds the pipeline with default-constructed stages. Allocates nothing
-  /// on the device yet (the first run does, once). Throws config_error for
-  /// bad options or a device that does not exist, cuda_error if CUDA fails.
+  /// on the device yet (the first run does, once) and waits for no GPU
+  /// work; it asks CUDA how many devices there are. Throws
+  /// config_error for bad options or, on a machine with CUDA devices, for an
+  /// Options::device that does not exist; cuda_error if CUDA fails. Where
+  /// CUDA has no device to give (no NVIDIA driver, one older than the CUDA
+  /// runtime, no device) it is built all the same, device() is -1, and each
+  /// run checks its ranges (config_error) and then throws no_device_error,
+  /// whose message names HostPipeline, the backend that needs no GPU.
   explicit ChunkedPipeline(Options options = {})
       : runner_(std::make_unique<detail::CudaRunner<Stages...>>(options, Stages{}...)) {}
 
   /// Builds the pipeline with the given stage objects (functors with state).
+  /// Throws as the constructor above does.
   ChunkedPipeline(Options options, Stages... stages)
       : runner_(std::make_unique<detail::CudaRunner<Stages...>>(options, std::move(stages)...)) {}
 
@@ -129,6 +140,25 @@ class ChunkedPipeline {
   auto run(In&& in) {
     return runner_->start_fold(std::forward<In>(in), After{}).get();
   }
+
+  /// \cond CHUNKPIPE_WRONG_CALLS
+  // run() called the wrong way for the last stage, caught so that the
+  // compiler says why in one sentence instead of listing every run()
+  // that does not fit. Compile-time only: instantiating one fails; nothing
+  // runs, blocks or throws. Each takes only what the right overloads
+  // refuse, so it never competes with them.
+  template <class In, class Out, bool F = folds_, std::enable_if_t<F, int> = 0>
+  void run(In&&, Out&&) {
+    static_assert(!F, "chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: "
+                      "float total = pipe.run(x);  (it takes no output ranges; run_async(x) queues such a run)");
+  }
+  template <class In, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  void run(In&&) {
+    static_assert(F, "chunkpipe: this pipeline writes its results to outputs: give run() an output, "
+                     "pipe.run(x, out);  or make the last stage a reduce/accumulate (chunkpipe::reduce, "
+                     "chunkpipe::accumulate), whose pipe.run(x) returns the value");
+  }
+  /// \endcond
 
   /// Queues a folding run and returns at once: get() on the ticket blocks
   /// until it is complete and returns its result. Everything else is as
@@ -223,7 +253,9 @@ class ChunkedPipeline {
   IssuedGraph issued_graph() { return runner_->issued_graph(); }
   /// Whether the automatic policy calibrates this pipeline (decision()).
   bool calibrates() const noexcept { return runner_->front().calibrates(); }
-  /// The device it runs on.
+  /// The device it runs on: Options::device, or the device current when it
+  /// was built; -1 where CUDA had none to give (its runs throw
+  /// no_device_error). Never blocks.
   int device() const noexcept { return runner_->device(); }
 
   /// False once a CUDA error has broken the device context (a kernel that
@@ -357,3 +389,5 @@ ChunkedPipeline<Stages...> make_pipeline(Options options, Stages... stages) {
 }
 
 }  // namespace chunkpipe
+
+#endif  // defined(__CUDACC__)

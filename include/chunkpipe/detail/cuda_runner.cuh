@@ -108,9 +108,12 @@ class RecordPool {
 template <class... Stages>
 class CudaRunner {
  public:
-  /// Throws config_error for bad options or a device that does not exist.
+  /// Throws config_error for bad options or a device that does not exist,
+  /// cuda_error if CUDA fails. Where CUDA has no device to give (no driver,
+  /// none present) it is built all the same, with device() -1: its runs
+  /// check their ranges and then throw no_device_error.
   CudaRunner(Options options, Stages... stages)
-      : front_(Target::device, options, std::move(stages)...), device_(pick_device(front_.options())),
+      : front_(Target::device, options, std::move(stages)...), device_(pick_device(front_.options(), no_device_)),
         exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
     exec_.set_logging(options.record_issued);
     graphs_.set_logging(options.record_issued);
@@ -136,6 +139,7 @@ class CudaRunner {
 
   PipelineFront<Stages...>& front() noexcept { return front_; }
   const PipelineFront<Stages...>& front() const noexcept { return front_; }
+  /// The device runs use; -1 where there is none (no_device_error).
   int device() const noexcept { return device_; }
   bool healthy() const noexcept { return !health_->broken; }
   void set_link(const LinkModel& link) {
@@ -161,6 +165,7 @@ class CudaRunner {
     using R = typename Traits::result;
     auto ins = ::chunkpipe::detail::as_inputs(std::forward<In>(in));
     const std::size_t n = ::chunkpipe::detail::input_length(ins);
+    if (device_ < 0) throw no_device_error(no_device_);  // its records would be pinned memory
     auto folding = Traits::make(std::get<sizeof...(Stages) - 1>(front_.stages()));
     std::shared_ptr<void> keep;
     auto outs = ::chunkpipe::detail::folding_outputs(folding, n, front_.records_for(n), [&](std::size_t bytes) {
@@ -207,6 +212,7 @@ class CudaRunner {
   /// Waits for everything issued and being issued; held runs stay held.
   void drain_all() {
     worker_.wait_idle();
+    if (device_ < 0) return;  // no device: nothing was ever issued
     std::lock_guard<std::mutex> lock(issue_mutex_);
     DeviceGuard guard(device_);
     exec_.drain();
@@ -261,6 +267,7 @@ class CudaRunner {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     release_held_or_apart_locked();
     drain_all();
+    if (device_ < 0) return;  // no device: no run registered anything
     DeviceGuard guard(device_);
     {
       // Cached graphs may copy from those ranges: forget them first.
@@ -278,9 +285,21 @@ class CudaRunner {
   }
 
  private:
-  static int pick_device(const Options& options) {
+  // Options::device, or the current device. Where CUDA has no device to
+  // give (means_no_device(), or none counted) returns -1 and says why in
+  // `why`, so that the pipeline is built and each run can check its ranges
+  // before saying so. Throws config_error for a device that does not
+  // exist, cuda_error for other failures.
+  static int pick_device(const Options& options, std::string& why) {
     int count = 0;
-    CHUNKPIPE_CUDA_TRY(cudaGetDeviceCount(&count));
+    const cudaError_t counted = cudaGetDeviceCount(&count);
+    if (counted != cudaSuccess && !::chunkpipe::detail::means_no_device(counted)) {
+      ::chunkpipe::detail::throw_cuda_error(counted, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
+    }
+    if (counted != cudaSuccess || count == 0) {
+      why = ::chunkpipe::detail::no_device_message(counted, count);
+      return -1;
+    }
     if (options.device >= count) {
       throw config_error("chunkpipe: device " + std::to_string(options.device) + " does not exist (" +
                          std::to_string(count) + " CUDA devices)");
@@ -289,6 +308,19 @@ class CudaRunner {
     int d = 0;
     CHUNKPIPE_CUDA_TRY(cudaGetDevice(&d));
     return d;
+  }
+
+  // A run of a pipeline with no device: its ranges are checked as any
+  // run's are (validate_run() before this, then overlaps within the run;
+  // none can overlap a run in flight, as none ever ran), and then it is
+  // refused. Touches no CUDA.
+  template <class InSide, class OutSide>
+  [[noreturn]] void refuse_without_device(const InSide& ins, const OutSide& outs) const {
+    if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
+      auto direct = [](const auto&) { return false; };
+      ::chunkpipe::detail::check_run_ranges(RunRanges(::chunkpipe::detail::make_endpoints(ins, outs, direct)));
+    }
+    throw no_device_error(no_device_);
   }
 
   // `keep`: storage the run's outputs point into (a folding run's
@@ -305,6 +337,7 @@ class CudaRunner {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
+    if (device_ < 0) refuse_without_device(ins, outs);
     // A run this one follows may be held back by its pipeline (this one
     // included): it must be issued before this run can wait for it.
     for (const RunTicket& t : order.tickets) {
@@ -986,6 +1019,7 @@ class CudaRunner {
   /// Everything stopped, for the destructor. Never throws.
   void quiesce() noexcept {
     worker_.stop();
+    if (device_ < 0) return;  // no device: nothing was ever issued
     int previous = 0;
     const bool switched =
         cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
@@ -995,6 +1029,7 @@ class CudaRunner {
   }
 
   PipelineFront<Stages...> front_;
+  std::string no_device_;  // why device_ is -1 (no_device_error's message); before device_, which sets it
   int device_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::shared_ptr<EventPool> pool_ = std::make_shared<EventPool>();

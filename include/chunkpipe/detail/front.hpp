@@ -23,15 +23,28 @@ struct is_in_place : std::false_type {};
 template <class F>
 struct is_in_place<ChunkFn<F>> : std::true_type {};
 
+/// A readable failure when a run's output element types (`Given`) are not
+/// those its last stage produces (`Produced`): both are chunkpipe::types
+/// lists, which the compiler's note on this instantiation prints.
+template <class Produced, class Given>
+struct output_types_match {
+  static_assert(std::is_same_v<Produced, Given>,
+                "chunkpipe: run(): the output ranges' element types must be exactly those the last stage "
+                "produces, one output per type, in order: a Map's are what its operator() returns (one per "
+                "element of a ::cuda::std::tuple), a ChunkFn<F, O...>'s and an Emit<F, O...>'s are O... (a "
+                "ChunkFn that names none: its inputs'), a Filter's its input's, a PerChunk's its record type. "
+                "The compiler's notes name both lists, as output_types_match<Produced, Given>: Produced what the "
+                "last stage makes, Given your outputs' types");
+  static constexpr bool value = std::is_same_v<Produced, Given>;
+};
+
 /// The element types a run's outputs must have, and a readable failure when
-/// they do not.
+/// they do not. `ok` instantiates the check and is always true, so that
+/// `static_assert(run_types<...>::ok)` adds no second, wordless error.
 template <class In, class Out, class... Stages>
 struct run_types {
   using produced = typename chain<In, Stages...>::out;
-  static_assert(std::is_same_v<produced, Out>,
-                "chunkpipe: the output ranges' element types must be exactly the types the last stage "
-                "produces (see chunkpipe::detail::chain<In, Stages...>::out)");
-  static constexpr bool ok = std::is_same_v<produced, Out>;
+  static constexpr bool ok = sizeof(output_types_match<produced, Out>) != 0;
 };
 
 /// The part of a pipeline every backend has: options, the geometry they
