@@ -22,6 +22,7 @@
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/reduce.hpp>
+#include <chunkpipe/detail/host_ops.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <algorithm>

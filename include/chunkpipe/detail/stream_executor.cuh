@@ -38,6 +38,7 @@
 #include <chunkpipe/detail/host_queue.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
 #include <chunkpipe/detail/nvtx.hpp>
+#include <chunkpipe/detail/host_ops.hpp>
 #include <chunkpipe/detail/slots.hpp>
 #include <chunkpipe/detail/stage_launch.cuh>
 
