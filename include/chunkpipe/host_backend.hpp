@@ -27,12 +27,14 @@
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/host_executor.hpp>
+#include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
 #include <chunkpipe/detail/spread.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -251,9 +253,13 @@ class HostPipeline {
     auto folding = Traits::make(std::get<Front::stage_count - 1>(engine_->front.stages()));
     std::shared_ptr<void> keep;
     auto outs = detail::folding_outputs(folding, n, engine_->front.records_for(n), [&](std::size_t bytes) {
-      auto v = std::make_shared<std::vector<R>>(bytes / sizeof(R));
-      keep = v;
-      return std::pair<std::shared_ptr<void>, void*>(v, v->data());
+      // Where the GPU's records are pinned: from Options::pinned_memory if set.
+      auto b = std::make_shared<detail::ResourceBuffer>(detail::host_buffer(
+          options().pinned_memory, bytes, alignof(R) > detail::slot_alignment ? alignof(R) : detail::slot_alignment,
+          "the records of a folding run (Reduce, Accumulate)"));
+      if (b->data() != nullptr) std::memset(b->data(), 0, b->size());  // as the std::vector it replaced
+      keep = b;
+      return std::pair<std::shared_ptr<void>, void*>(b, b->data());
     });
     HostTicket t = outs.ranges ? start(std::move(ins), std::move(*outs.ranges), order, std::move(keep))
                                : start(std::move(ins), std::move(*outs.sink), order, nullptr);
@@ -385,7 +391,8 @@ class HostPipeline {
     const detail::SlotLayout layout = detail::make_slot_layout(
         plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
         detail::OutShape{e.front.unit_records(), Front::counted, 0});
-    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed());
+    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed(), options().device_memory,
+                                         options().pinned_memory);
     exec.reset(plan.steps, plan.queues.size(), layout);
     for (std::size_t r = 0; r < runs.size(); ++r) {
       detail::HostRunRef ref{runs[r]};
@@ -520,21 +527,31 @@ class HostPipeline {
   struct Engine : detail::HostEngineBase {
     template <class... S>
     explicit Engine(Options options, S&&... stages)
-        : front(detail::Target::host, options, std::forward<S>(stages)...), exec(front.stages(), 1) {}
+        : front(detail::Target::host, options, std::forward<S>(stages)...),
+          exec(front.stages(), 1, options.device_memory, options.pinned_memory) {}
 
     void finish(detail::HostRun& run) override { exec.finish(run); }
 
     // The schedule and slots for runs of this flow; a new flow (other
     // element types) lays the slots out anew, after everything issued ran.
+    // Throws what allocating the slots throws (Options::device_memory,
+    // pinned_memory); then no flow is prepared, and the next run starts here
+    // again.
     void prepare(const detail::Flow& f) {
       if (driver && flow && *flow == f) return;
       exec.drain();
+      flow = nullptr;
       const Geometry& g = front.geometry();
       driver.emplace(g.policy, g.depth, front.lifetime_shape(), g.chunk_elems);
       const PlanBuilder& b = driver->builder();
-      exec.reset(b.steps(), b.queues().size(),
-                 detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
-                                          detail::OutShape{front.unit_records(), Front::counted, 0}));
+      try {
+        exec.reset(b.steps(), b.queues().size(),
+                   detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
+                                            detail::OutShape{front.unit_records(), Front::counted, 0}));
+      } catch (...) {
+        driver.reset();
+        throw;
+      }
       flow = &f;
       runs.clear();
     }

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <chunkpipe/errors.hpp>
+#include <chunkpipe/memory_resource.hpp>
 #include <chunkpipe/plan.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 #include <thread>
@@ -142,6 +144,30 @@ struct Options {
   /// ChunkedPipeline and HostPipeline take at most one entry, which then
   /// names the device as `device` does. Empty: `device` alone.
   std::vector<int> devices{};
+  /// Where the device slots come from (memory_resource.hpp): the device
+  /// arena every run's chunks pass through, a graph's range tables, and on
+  /// the host backend the host memory that stands for them. Null: cudaMalloc
+  /// (ordinary host memory on the host backend). It must give memory of the
+  /// pipeline's device or managed memory (a GPU run refuses other memory
+  /// with config_error). It is asked when the slots are laid out (the first
+  /// run, and a run whose element types differ, after the pipeline's own
+  /// work on the old slots has drained) and for each CUDA graph the
+  /// pipeline builds, and every byte goes back by the pipeline's
+  /// destruction. With a resource the pipeline does not compare the slots
+  /// with cudaMemGetInfo's free memory first: the resource says whether it
+  /// has them. A resource that throws makes the run throw pipeline_error
+  /// naming what was being allocated, the resource's exception nested; the
+  /// pipeline stays usable, and its next run asks again. Members of a
+  /// spread share it.
+  std::shared_ptr<MemoryResource> device_memory{};
+  /// Where the pinned (page-locked) host memory comes from: the pinned
+  /// slots staged runs copy through, the records a Reduce or Accumulate run
+  /// folds (which live as long as its result ticket), and a spread's piece
+  /// buffers. Null: cudaMallocHost (ordinary host memory on the host
+  /// backend). It must give page-locked memory (cudaMallocHost,
+  /// cudaHostAlloc, cudaHostRegister) or managed memory (a GPU run refuses
+  /// other memory with config_error); otherwise as device_memory.
+  std::shared_ptr<MemoryResource> pinned_memory{};
 };
 
 /// Staging threads per direction that a machine with enough cores gets by

@@ -337,13 +337,15 @@ Options tune(ChunkedPipeline<Stages...>& pipe, In&& in, Out&& out) {
 
 namespace detail {
 /// A SpreadPipeline's piece buffer (a Source's input, a Sink's output):
-/// pinned, so its pieces are copied directly.
+/// pinned, so its pieces are copied directly; from `pinned`
+/// (Options::pinned_memory) or cudaMallocHost where it is null.
 template <class T>
 struct PinnedPieceBuffer {
   static constexpr Memory memory = Memory::pinned;
-  explicit PinnedPieceBuffer(std::size_t n) : array(n) {}
-  T* data() noexcept { return array.data(); }
-  PinnedArray<T> array;
+  PinnedPieceBuffer(std::size_t n, std::shared_ptr<MemoryResource> pinned)
+      : buffer(n * sizeof(T), std::move(pinned), "a spread's piece buffer") {}
+  T* data() noexcept { return reinterpret_cast<T*>(buffer.data()); }
+  PinnedBuffer buffer;
 };
 }  // namespace detail
 

@@ -5,6 +5,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "counting_resource.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 using namespace chunkpipe;
@@ -429,4 +431,156 @@ TEST_CASE("runs of one schedule on different kernel lanes run bit for bit on the
     std::vector<HostSpan<float>> one_out{pinned(ys[0])};
     REQUIRE_THROWS_AS(pipe.run_plan_runs(plan, one, one_out), config_error);
   }
+}
+
+// -- Memory from the program (Options::device_memory, pinned_memory) --------
+
+namespace {
+
+struct SquareU64 {
+  CHUNKPIPE_HOST_DEVICE std::uint64_t operator()(std::uint32_t x) const { return std::uint64_t{x} * x; }
+};
+struct AddU64 {
+  CHUNKPIPE_HOST_DEVICE std::uint64_t operator()(std::uint64_t a, std::uint64_t b) const { return a + b; }
+};
+
+// 11 + 0^2 + ... + (n-1)^2, exactly.
+std::uint64_t sum_of_squares(std::size_t n) {
+  std::uint64_t s = 11;
+  for (std::size_t i = 0; i < n; ++i) s += std::uint64_t{i} * i;
+  return s;
+}
+
+// Every byte and every call given back, each with the size and alignment it
+// was handed out with, and every request aligned as a slot must be.
+void require_all_returned(const test_memory::CountingResource& r) {
+  REQUIRE(r.outstanding_bytes() == 0);
+  REQUIRE(r.outstanding_calls() == 0);
+  REQUIRE(r.mismatches() == 0);
+  REQUIRE(r.bad_requests() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("slots, records and piece buffers come from the program's memory resources", "[host][memory]") {
+  auto device = test_memory::CountingResource::host();
+  auto pinned_memory = test_memory::CountingResource::host();
+  Options o;
+  o.chunk_elems = 256;
+  o.depth = 3;
+  o.device_memory = device;
+  o.pinned_memory = pinned_memory;
+  const Fma f{0.999f, 0.0625f};
+  const std::size_t n = 1000;  // a ragged tail
+  const std::vector<float> x = random_floats(n, 5);
+  {
+    HostPipeline<Map<Fma>> pipe(o, Map<Fma>{f});
+    REQUIRE(device->allocations() == 0);  // the first run allocates
+    for (std::uint64_t seed : {0u, 7u}) {
+      pipe.set_seed(seed);
+      for (bool stage : {false, true}) {
+        std::vector<float> y = poisoned<float>(n);
+        run_staged_or_pinned(pipe, x, y, stage);
+        INFO("seed " << seed << " staged " << stage);
+        for (std::size_t i = 0; i < n; ++i) REQUIRE(y[i] == f(x[i]));
+      }
+    }
+    // The slots of one layout, allocated once, held while the pipeline
+    // lives: at least an input and an output buffer of each slot on the
+    // "device", and the staging buffers in pinned memory.
+    const Geometry& g = pipe.geometry();
+    const std::size_t unit_bytes = g.chunk_elems * sizeof(float) * static_cast<std::size_t>(g.depth);
+    REQUIRE(device->allocations() == 1);
+    REQUIRE(pinned_memory->allocations() == 1);
+    REQUIRE(device->outstanding_bytes() >= unit_bytes);
+    REQUIRE(pinned_memory->outstanding_bytes() >= unit_bytes);
+  }
+  require_all_returned(*device);
+  require_all_returned(*pinned_memory);
+
+  // A Reduce: its records come from the pinned resource, and go back with
+  // the run's result.
+  const std::size_t m = 100003;
+  std::vector<std::uint32_t> u(m);
+  for (std::size_t i = 0; i < m; ++i) u[i] = static_cast<std::uint32_t>(i);
+  const std::size_t before = pinned_memory->allocations();
+  {
+    auto sum = make_host_pipeline(o, map(SquareU64{}), reduce(std::uint64_t{11}, AddU64{}, 128));
+    REQUIRE(sum.run(u) == sum_of_squares(m));                                  // staged
+    REQUIRE(sum.run(host_span(u.data(), m, Memory::pinned)) == sum_of_squares(m));  // direct
+    REQUIRE(pinned_memory->allocations() >= before + 3);  // pinned slots and two runs' records
+  }
+  require_all_returned(*device);
+  require_all_returned(*pinned_memory);
+
+  // A spread over two virtual devices: each member's slots, and the
+  // spread's own record buffers, from the same resources.
+  Options s = o;
+  s.chunk_elems = 1024;
+  s.devices = {0, 1};
+  {
+    HostSpreadPipeline<Map<SquareU64>, Reduce<std::uint64_t, AddU64>> spread(
+        s, map(SquareU64{}), reduce(std::uint64_t{11}, AddU64{}, 128));
+    REQUIRE(spread.run(u) == sum_of_squares(m));
+  }
+  require_all_returned(*device);
+  require_all_returned(*pinned_memory);
+  REQUIRE(device->refused() == 0);
+}
+
+TEST_CASE("a memory resource that fails: the run says what it was allocating, and the pipeline runs afterwards",
+          "[host][memory]") {
+  auto device = test_memory::CountingResource::host();
+  auto pinned_memory = test_memory::CountingResource::host();
+  Options o;
+  o.chunk_elems = 256;
+  o.depth = 2;
+  o.device_memory = device;
+  o.pinned_memory = pinned_memory;
+  const Fma f{2.f, 1.f};
+  const std::vector<float> x = random_floats(700, 9);
+
+  // The error names what was being allocated and carries the resource's.
+  auto expect_failure = [](auto&& run, const std::string& what) {
+    bool thrown = false;
+    try {
+      run();
+    } catch (const pipeline_error& e) {
+      thrown = true;
+      const std::string msg = e.what();
+      INFO(msg);
+      CHECK(msg.find(what) != std::string::npos);
+      CHECK(msg.find("memory resource") != std::string::npos);
+      CHECK(msg.find("exhausted on purpose") != std::string::npos);
+      CHECK_THROWS_AS(std::rethrow_if_nested(e), test_memory::exhausted);
+    }
+    REQUIRE(thrown);
+  };
+  {
+    HostPipeline<Map<Fma>> pipe(o, Map<Fma>{f});
+    std::vector<float> y = poisoned<float>(x.size());
+    device->fail_next(1);
+    expect_failure([&] { pipe.run(x, y); }, "the device slots");
+    pinned_memory->fail_next(1);
+    expect_failure([&] { pipe.run(x, y); }, "the pinned slots");
+    REQUIRE(pinned_memory->outstanding_calls() == 0);
+    // The next run asks again, and runs.
+    pipe.run(x, y);
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == f(x[i]));
+    std::vector<float> z = poisoned<float>(x.size());
+    pipe.run(pinned(x), pinned(z));
+    for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(z[i] == f(x[i]));
+  }
+  {
+    std::vector<std::uint32_t> u(5000);
+    for (std::size_t i = 0; i < u.size(); ++i) u[i] = static_cast<std::uint32_t>(i);
+    auto sum = make_host_pipeline(o, map(SquareU64{}), reduce(std::uint64_t{11}, AddU64{}, 128));
+    pinned_memory->fail_next(1);
+    expect_failure([&] { (void)sum.run(u); }, "the records of a folding run");
+    REQUIRE(sum.run(u) == sum_of_squares(u.size()));
+  }
+  REQUIRE(device->refused() == 1);
+  REQUIRE(pinned_memory->refused() == 2);
+  require_all_returned(*device);
+  require_all_returned(*pinned_memory);
 }

@@ -4,7 +4,8 @@
 // memory, the lifetime schedule (the driver) and who issues each run.
 //
 // Each piece lives in its own place: ranges and their checks in
-// run_setup.hpp, the schedule in driver.hpp and plan.hpp, the CUDA work in
+// run_setup.hpp, the slots and their memory in slot_arena.cuh, the
+// schedule in driver.hpp and plan.hpp, the CUDA work in
 // stream_executor.cuh, the thread that issues staged runs in
 // issue_worker.hpp, a run's state in run_ticket.cuh. This file wires them.
 #pragma once
@@ -22,6 +23,7 @@
 #include <chunkpipe/detail/graph_executor.cuh>
 #include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
+#include <chunkpipe/detail/slot_arena.cuh>
 #include <chunkpipe/detail/slots.hpp>
 #include <chunkpipe/detail/stream_executor.cuh>
 
@@ -60,51 +62,6 @@ inline int host_threads_for(const Options& o) {
   return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
 }
 
-/// Pinned buffers for the records of folding runs (a Reduce's partials,
-/// an Accumulate's per-chunk states), reused: pinning costs far more than
-/// a run of small records, and a stream of runs needs one each. A buffer
-/// returns when both its run and its result have let go of it, so it may
-/// outlive the pipeline. Sizes are powers of two, so a stream of similar
-/// runs reuses the same few.
-class RecordPool {
- public:
-  /// Owner and address of at least `bytes` of pinned memory (none for 0).
-  /// Throws cuda_error if pinning fails.
-  std::pair<std::shared_ptr<void>, void*> get(std::size_t bytes) {
-    if (bytes == 0) return {nullptr, nullptr};
-    std::size_t size = 4096;
-    while (size < bytes) size *= 2;
-    PinnedBuffer b;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      auto& free = shared_->free;
-      for (auto it = free.begin(); it != free.end(); ++it) {
-        if (it->size() == size) {
-          b = std::move(*it);
-          free.erase(it);
-          break;
-        }
-      }
-    }
-    if (b.size() == 0) b = PinnedBuffer(size);
-    void* at = b.data();
-    auto held = std::make_shared<PinnedBuffer>(std::move(b));
-    std::shared_ptr<void> owner(at, [shared = shared_, held](void*) mutable {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      if (shared->free.size() < kept) shared->free.push_back(std::move(*held));
-    });
-    return {std::move(owner), at};
-  }
-
- private:
-  static constexpr std::size_t kept = 64;  // free buffers kept for reuse
-  struct Shared {
-    std::mutex mutex;
-    std::vector<PinnedBuffer> free;
-  };
-  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
-};
-
 template <class... Stages>
 class CudaRunner {
  public:
@@ -117,6 +74,7 @@ class CudaRunner {
         exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
     exec_.set_logging(options.record_issued);
     graphs_.set_logging(options.record_issued);
+    graphs_.set_table_memory(options.device_memory);
     holder_->runner = this;
   }
 
@@ -169,7 +127,7 @@ class CudaRunner {
     auto folding = Traits::make(std::get<sizeof...(Stages) - 1>(front_.stages()));
     std::shared_ptr<void> keep;
     auto outs = ::chunkpipe::detail::folding_outputs(folding, n, front_.records_for(n), [&](std::size_t bytes) {
-      auto got = records_.get(bytes);
+      auto got = arena_.records(bytes);
       keep = got.first;
       return got;
     });
@@ -909,10 +867,11 @@ class CudaRunner {
   // The slots and schedule for runs of this flow (element types). The first
   // run allocates them; a run whose element types lay the slots out
   // differently waits for every run in flight first. Throws config_error
-  // when the slots do not fit in free device memory.
+  // when the slots do not fit in free device memory, and what the arena's
+  // allocations throw (SlotArena: the program's MemoryResources).
   template <class OutShapeFn>
   void prepare(const Flow& flow, bool staged, OutShapeFn&& out_shape_of) {
-    if (flow_ && *flow_ == flow && (!staged || pinned_arena_.size() >= layout_.pinned_bytes())) return;
+    if (flow_ && *flow_ == flow && (!staged || arena_.has_pinned())) return;
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     const bool fresh = !flow_ || *flow_ != flow;
@@ -931,17 +890,14 @@ class CudaRunner {
       flow_ = nullptr;
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
-      SlotLayout layout = ::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
-                                                                g.chunk_elems, g.depth, out_shape_of());
-      ensure_device_arena(layout);
-      layout_ = std::move(layout);
+      arena_.lay_out(::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
+                                                           g.chunk_elems, g.depth, out_shape_of()));
       flow_ = &flow;
     }
     // Pinned slots only for pipelines that stage; no op uses them before
     // the first staged run, so they can appear without a drain.
-    if (staged && pinned_arena_.size() < layout_.pinned_bytes()) pinned_arena_ = PinnedBuffer(layout_.pinned_bytes());
-    mem_ = SlotMemory{&layout_, device_arena_.data(), pinned_arena_.data()};
-    exec_.set_memory(mem_);
+    if (staged) arena_.ensure_pinned();
+    exec_.set_memory(arena_.memory());
     if (fresh) {
       // Graphs name the device slots; pinned slots are never theirs. Other
       // element types may capture where these did not.
@@ -951,7 +907,7 @@ class CudaRunner {
       PlanShape shape = front_.lifetime_shape();
       shape.kernel_lanes = g.kernel_lanes;
       shape.lanes_vary = false;
-      graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, mem_);
+      graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, arena_.memory());
       std::lock_guard<std::mutex> stats(stats_mutex_);
       graph_refused_.clear();
     }
@@ -963,7 +919,7 @@ class CudaRunner {
   void fresh_schedule() {
     const Geometry& g = front_.geometry();
     driver_.emplace(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems);
-    exec_.configure(driver_->builder(), mem_);
+    exec_.configure(driver_->builder(), arena_.memory());
     runs_log_.clear();
     if (front_.calibrates() && !cal_) {
       // Its events belong to this device; a schedule made again later (new
@@ -974,28 +930,6 @@ class CudaRunner {
     } else if (cal_) {
       cal_->restart();  // the chunk numbers start over
     }
-  }
-
-  void ensure_device_arena(const SlotLayout& layout) {
-    const std::size_t dev = layout.device_bytes();
-    if (device_arena_.size() >= dev) return;
-    std::size_t free = 0, total = 0;
-    CHUNKPIPE_CUDA_TRY(cudaMemGetInfo(&free, &total));
-    free += device_arena_.size();
-    if (dev > free) {
-      throw config_error("chunkpipe: the slots need " + mib(dev) + " of device memory (" +
-                         std::to_string(layout.depth) + " slots of " + mib(layout.device_slot_bytes) +
-                         ") but only " + mib(free) + " are free on device " + std::to_string(device_) +
-                         "; use a smaller chunk_elems or depth");
-    }
-    device_arena_ = DeviceBuffer();  // the old slots' memory may be needed for the new
-    device_arena_ = DeviceBuffer(dev);
-  }
-
-  static std::string mib(std::size_t bytes) {
-    char s[32];
-    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-    return s;
   }
 
   /// Pins a pageable range in place for Staging::registered, once: the
@@ -1033,7 +967,6 @@ class CudaRunner {
   int device_ = 0;
   std::shared_ptr<Health> health_ = std::make_shared<Health>();
   std::shared_ptr<EventPool> pool_ = std::make_shared<EventPool>();
-  RecordPool records_;
   LinkModel link_;
 
   // Guarded by submit_mutex_: what run_async() reads and writes.
@@ -1048,10 +981,7 @@ class CudaRunner {
   // the schedule, the executor and slot memory.
   std::mutex issue_mutex_;
   const Flow* flow_ = nullptr;
-  SlotLayout layout_;
-  DeviceBuffer device_arena_;
-  PinnedBuffer pinned_arena_;
-  SlotMemory mem_;
+  SlotArena arena_{device_, front_.options()};  // slot layout, arenas, record pool (slot_arena.cuh)
   StreamExecutor<Stages...> exec_;
   GraphExecutor<Stages...> graphs_;
   std::vector<cudaStream_t> graph_streams_;  // the stream executor's, for graphs_.issue()

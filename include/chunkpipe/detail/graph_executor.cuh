@@ -84,23 +84,36 @@ struct GraphExecDeleter {
 using GraphHandle = std::unique_ptr<std::remove_pointer_t<cudaGraph_t>, GraphDeleter>;
 using GraphExecHandle = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
 
-/// A graph's range table in device memory, freed in order on the stream
-/// its graph is launched on, so after the last launch that reads it.
+/// A graph's range table in device memory. Without a MemoryResource it is
+/// allocated and freed in order on the stream its graph is launched on
+/// (cudaMallocAsync), so freed after the last launch that reads it; from
+/// the program's resource (Options::device_memory) it is allocated at once
+/// and given back after that stream has been synchronised (a graph leaves
+/// the cache rarely: a ninth shape, other element types, forget()).
 class TableMemory {
  public:
   TableMemory() = default;
-  /// Allocates it in order on `stream`. Throws cuda_error.
-  explicit TableMemory(cudaStream_t stream) : stream_(stream) {
+  /// Allocates it: from `resource` where given, else in order on `stream`.
+  /// Throws cuda_error, and what DeviceBuffer throws for a resource.
+  TableMemory(cudaStream_t stream, std::shared_ptr<MemoryResource> resource) : stream_(stream) {
+    if (resource) {
+      held_ = DeviceBuffer(sizeof(RangeTable), std::move(resource), "a CUDA graph's range table");
+      table_ = reinterpret_cast<RangeTable*>(held_.data());
+      return;
+    }
     void* p = nullptr;
     CHUNKPIPE_CUDA_TRY(cudaMallocAsync(&p, sizeof(RangeTable), stream));
     table_ = static_cast<RangeTable*>(p);
   }
-  TableMemory(TableMemory&& o) noexcept : table_(o.table_), stream_(o.stream_) { o.table_ = nullptr; }
+  TableMemory(TableMemory&& o) noexcept : table_(o.table_), stream_(o.stream_), held_(std::move(o.held_)) {
+    o.table_ = nullptr;
+  }
   TableMemory& operator=(TableMemory&& o) noexcept {
     if (this != &o) {
       release();
       table_ = o.table_;
       stream_ = o.stream_;
+      held_ = std::move(o.held_);
       o.table_ = nullptr;
     }
     return *this;
@@ -110,11 +123,17 @@ class TableMemory {
 
  private:
   void release() noexcept {
-    if (table_ && cudaFreeAsync(table_, stream_) != cudaSuccess) (void)cudaGetLastError();
+    if (table_ && held_.data()) {
+      if (cudaStreamSynchronize(stream_) != cudaSuccess) (void)cudaGetLastError();
+      held_ = DeviceBuffer();
+    } else if (table_ && cudaFreeAsync(table_, stream_) != cudaSuccess) {
+      (void)cudaGetLastError();
+    }
     table_ = nullptr;
   }
   RangeTable* table_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  DeviceBuffer held_;  // from a MemoryResource, or empty
 };
 
 /// A graph build that failed in a way the user can act on; the pipeline
@@ -154,6 +173,9 @@ class GraphExecutor {
   }
 
   void set_logging(bool on) noexcept { logging_ = on; }
+  /// Where range tables come from (Options::device_memory; null:
+  /// cudaMallocAsync on the launch stream). Before the first issue().
+  void set_table_memory(std::shared_ptr<MemoryResource> resource) noexcept { table_memory_ = std::move(resource); }
   /// The most recent graph built, its edges read back from CUDA (logging only).
   const IssuedGraph& last_built() const noexcept { return issued_; }
   std::size_t cached() const noexcept { return cache_.size(); }
@@ -308,8 +330,9 @@ class GraphExecutor {
 
   // Whether a run's copies may be kernels: every range one a kernel can
   // address, nothing staged or packed, few enough ranges, a unit of at most
-  // max_copy_kernel_bytes per range, and stream-ordered allocation for the
-  // table. All of the run's copies or none: one graph has one kind.
+  // max_copy_kernel_bytes per range, and stream-ordered allocation (or the
+  // program's device memory resource) for the table. All of the run's
+  // copies or none: one graph has one kind.
   bool kernels_can_copy(const Endpoints& ends) const {
     if (ends.packed || ends.in.size() + ends.out.size() > max_copy_kernel_ranges) return false;
     int device = 0, pools = 0;
@@ -318,7 +341,7 @@ class GraphExecutor {
       (void)cudaGetLastError();
       return false;
     }
-    if (pools == 0) return false;
+    if (pools == 0 && !table_memory_) return false;  // cudaMallocAsync needs them
     for (const auto& in : ends.in) {
       if (in.staged || in.produce || unit_ * in.elem_size > max_copy_kernel_bytes) return false;
       if (!device_addressable(in.data)) return false;
@@ -406,7 +429,7 @@ class GraphExecutor {
     if (e.copy_kernels) {
       // The table node first: every op without a wait follows it, so every
       // copy kernel does.
-      e.table = TableMemory(launch_.get());
+      e.table = TableMemory(launch_.get(), table_memory_);
       RangeTable* where = e.table.get();
       RangeTable table = table_of(ends);
       void* args[2];
@@ -583,6 +606,7 @@ class GraphExecutor {
   PlanShape shape_;
   std::size_t unit_ = 1;
   SlotMemory mem_;
+  std::shared_ptr<MemoryResource> table_memory_;  // range tables' (null: cudaMallocAsync)
   Stream launch_;   // graph launches, in order
   Stream capture_;  // a ChunkFn's launches captured into graphs; never runs work
   std::vector<Event> joins_;

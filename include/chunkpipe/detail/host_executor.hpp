@@ -5,7 +5,10 @@
 // Copies are memcpy, Map functors (marked CHUNKPIPE_HOST_DEVICE) run on the
 // host element by element, ChunkFn functors get host spans and no stream.
 // Slot buffers are poisoned when allocated, so an op that reads a buffer
-// nothing wrote produces garbage rather than a lucky zero.
+// nothing wrote produces garbage rather than a lucky zero. They come from
+// the program's MemoryResources where it gave them (Options::device_memory
+// for the arena that stands for device memory, Options::pinned_memory for
+// the pinned one), else from operator new.
 //
 // Issued ops join a graph of what may run (queue order and waits, across
 // every run in flight); they run in an order chosen by a seeded random walk
@@ -22,6 +25,7 @@
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/reduce.hpp>
+#include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/host_ops.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
@@ -115,7 +119,12 @@ class HostExecutor {
                            std::size_t offset, std::size_t count);
 
  public:
-  HostExecutor(std::tuple<Stages...>& stages, std::uint64_t seed) : stages_(&stages), rng_(seed), seed_(seed) {}
+  /// Slot memory comes from `device_memory` and `pinned_memory` where they
+  /// are set (Options), else from operator new.
+  HostExecutor(std::tuple<Stages...>& stages, std::uint64_t seed, std::shared_ptr<MemoryResource> device_memory = {},
+               std::shared_ptr<MemoryResource> pinned_memory = {})
+      : stages_(&stages), device_memory_(std::move(device_memory)), pinned_memory_(std::move(pinned_memory)),
+        rng_(seed), seed_(seed) {}
 
   void set_seed(std::uint64_t seed) {
     seed_ = seed;
@@ -124,12 +133,19 @@ class HostExecutor {
   std::uint64_t seed() const noexcept { return seed_; }
 
   /// Starts over with a schedule's tables and a slot layout; nothing may be
-  /// in flight. Slot memory is poisoned.
+  /// in flight. The old slots are given back first; the new are poisoned.
+  /// Throws what allocating them throws (ResourceBuffer, std::bad_alloc):
+  /// then the executor holds no slots, and needs another reset().
   void reset(const std::vector<Step>& steps, std::size_t queues, const SlotLayout& layout) {
+    mem_ = SlotMemory{};
+    device_.reset();
+    pinned_.reset();
+    device_ = host_buffer(device_memory_, layout.device_bytes(), slot_alignment, "the device slots");
+    pinned_ = host_buffer(pinned_memory_, layout.pinned_bytes(), slot_alignment, "the pinned slots");
+    if (device_.data() != nullptr) std::memset(device_.data(), 0xFF, device_.size());
+    if (pinned_.data() != nullptr) std::memset(pinned_.data(), 0xFF, pinned_.size());
     steps_ = steps;
     layout_ = layout;
-    device_.assign(layout_.device_bytes(), std::byte{0xFF});
-    pinned_.assign(layout_.pinned_bytes(), std::byte{0xFF});
     mem_ = SlotMemory{&layout_, device_.data(), pinned_.data()};
     ops_.clear();
     tail_.assign(queues, none);
@@ -420,7 +436,8 @@ class HostExecutor {
   std::tuple<Stages...>* stages_;
   std::vector<Step> steps_;
   SlotLayout layout_;
-  std::vector<std::byte> device_, pinned_;
+  std::shared_ptr<MemoryResource> device_memory_, pinned_memory_;  // null: operator new
+  ResourceBuffer device_, pinned_;
   SlotMemory mem_;
   std::vector<Entry> ops_;        // [op id]
   std::vector<std::size_t> tail_; // [queue]: its last op

@@ -56,6 +56,7 @@
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/copy_team.hpp>
+#include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
 
@@ -405,13 +406,18 @@ HostSpan<T> slice(const HostSpan<T>& s, std::size_t first, std::size_t count) {
   return HostSpan<T>{s.data + first, count, s.memory};
 }
 
-/// A piece buffer in host memory, for members on the host backend.
+/// A piece buffer in host memory, for members on the host backend: from
+/// `pinned` (Options::pinned_memory) or operator new where it is null,
+/// zeroed.
 template <class T>
 struct HostPieceBuffer {
   static constexpr Memory memory = Memory::pinned;  // to the host backend: copied directly
-  explicit HostPieceBuffer(std::size_t n) : v(n) {}
-  T* data() noexcept { return v.data(); }
-  std::vector<T> v;
+  HostPieceBuffer(std::size_t n, std::shared_ptr<MemoryResource> pinned)
+      : buffer(host_buffer(std::move(pinned), n * sizeof(T), slot_alignment, "a spread's piece buffer")) {
+    if (buffer.data() != nullptr) std::memset(buffer.data(), 0, buffer.size());
+  }
+  T* data() noexcept { return reinterpret_cast<T*>(buffer.data()); }
+  ResourceBuffer buffer;
 };
 
 /// Whether a stage is a ChunkFn (not an Emit, which emits a count).
@@ -424,7 +430,8 @@ struct is_chunk_fn<ChunkFn<F, X...>> : std::true_type {};
 /// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map, ChunkFn and
 /// record stages (a ChunkFn sees the spread run's chunk numbers and
 /// offsets, as with one pipeline); Buffer<T> is a piece buffer: constructible from an element
-/// count, with data() and a static Memory `memory` saying how it is held
+/// count and the pinned MemoryResource (Options::pinned_memory, may be
+/// null), with data() and a static Memory `memory` saying how it is held
 /// (pinned memory for a GPU member).
 template <class M>
 struct member_front;
@@ -1220,7 +1227,7 @@ class Spread {
     Slot& s = pool[i];
     if (s.first < bytes) {
       s.second.reset();  // the old one first: pinned memory is scarce
-      s.second = std::make_unique<Buffer<unsigned char>>(bytes);
+      s.second = std::make_unique<Buffer<unsigned char>>(bytes, options_.pinned_memory);
       s.first = bytes;
     }
     return s.second->data();
