@@ -40,6 +40,7 @@
 
 #include <chunkpipe/files.hpp>
 #include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/storage.hpp>
 
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -61,7 +61,7 @@ struct Machine {
   /// way on the H200, its issue about 9. 0: the host is never the limit.
   double host_issue_us = 0.0;
   /// The storage a file Source reads and a file Sink writes, in GB/s for
-  /// the host's team of threads together (measure_storage() in files.hpp):
+  /// the host's team of threads together (measure_storage() in storage.hpp):
   /// the host-in ops of a Workload::in_from_storage and the host-out ops of
   /// a Workload::out_to_storage cost their bytes at these rates instead of
   /// host_copy_gbps. The write rate is one that includes the fsync at the

@@ -10,6 +10,7 @@
 #include <chunkpipe/host_backend.hpp>
 #include <chunkpipe/shard.hpp>
 #include <chunkpipe/simulate.hpp>
+#include <chunkpipe/storage.hpp>
 
 #include "catch.hpp"
 
