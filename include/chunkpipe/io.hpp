@@ -202,8 +202,9 @@ Source<T, std::decay_t<F>> source(F&& fn) {
 /// `void write_at(std::size_t offset, ::cuda::std::span<const U> data)`
 /// (and, optionally, `bool positional() const`): the pipeline then calls
 /// write_at instead, with records [offset, offset + data.size()) of the
-/// output, from several threads at once on parts of each chunk, straight
-/// from the pinned slot; finish() and abort() are called as above, after
+/// output, a whole chunk a call, straight from the pinned slot, possibly
+/// out of order and from more than one thread (write_at must be safe to
+/// call concurrently); finish() and abort() are called as above, after
 /// every write_at has returned. file_sink() is such a Sink.
 template <class U, class F>
 struct Sink {

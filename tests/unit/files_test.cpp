@@ -14,12 +14,15 @@
 
 #include "catch.hpp"
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -513,6 +516,74 @@ TEST_CASE("read errors during a run reach the caller with the offset", "[files][
     INFO(what);
     REQUIRE(contains(what, in));
     REQUIRE(contains(what, "changed size"));
+  }
+
+  SECTION("a file that shrinks while being read") {
+    // 300 floats when opened, 100 (400 bytes) when read: chunk 1 (bytes 256
+    // to 511) comes up short at byte 400, and no output is left behind.
+    const std::string in = dir / "shrinking.f32";
+    write_file(in, random_floats(300, 3));
+    auto src = file_source<float>(in);
+    fs::resize_file(in, 100 * sizeof(float));
+    const std::string what = error_of([&] { pipe.run(src, file_sink<float>(out)); });
+    INFO(what);
+    REQUIRE(contains(what, in));
+    REQUIRE(contains(what, "changed size"));
+    REQUIRE(contains(what, "byte 400"));
+    REQUIRE(!exists(out));
+    REQUIRE(!exists(out + ".partial"));
+  }
+
+  SECTION("reads interrupted by signals (EINTR) go on") {
+    // The host backend reads on the thread that runs the pipeline, this
+    // one. A writer feeds a pipe in pieces with pauses, so that the reader
+    // waits in read(); meanwhile this thread gets SIGUSR1 every 0.5 ms from
+    // a handler installed without SA_RESTART, so each wait ends in EINTR.
+    // A reader that did not retry would fail the run.
+    const std::string fifo = dir / "slow.f32";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const std::vector<float> x = random_floats(4000, 23);
+    static std::atomic<int> caught{0};
+    struct sigaction act {}, old {};
+    act.sa_handler = [](int) { caught.fetch_add(1, std::memory_order_relaxed); };
+    sigemptyset(&act.sa_mask);
+    act.sa_flags = 0;  // no SA_RESTART: a blocked read() returns EINTR
+    REQUIRE(::sigaction(SIGUSR1, &act, &old) == 0);
+    std::atomic<bool> done{false};
+    const pthread_t reader = ::pthread_self();
+    std::thread writer([&] {
+      const int fd = ::open(fifo.c_str(), O_WRONLY);
+      if (fd < 0) return;
+      const auto* bytes = reinterpret_cast<const unsigned char*>(x.data());
+      const std::size_t total = x.size() * sizeof(float), piece = total / 8;
+      for (std::size_t at = 0; at < total; at += piece) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (::write(fd, bytes + at, std::min(piece, total - at)) <= 0) break;
+      }
+      ::close(fd);
+    });
+    std::thread signaller([&] {
+      while (!done.load()) {
+        ::pthread_kill(reader, SIGUSR1);
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
+      }
+    });
+    caught = 0;
+    std::string failure;
+    std::vector<float> y(x.size(), std::numeric_limits<float>::quiet_NaN());
+    try {
+      pipe.run(file_source<float>(fifo), y);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    done = true;
+    signaller.join();
+    writer.join();
+    ::sigaction(SIGUSR1, &old, nullptr);
+    INFO(failure);
+    REQUIRE(failure.empty());
+    REQUIRE(caught.load() > 10);
+    REQUIRE(same(y, reference(x)));
   }
 
   // And then the pipeline works.

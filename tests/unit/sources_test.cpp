@@ -494,11 +494,13 @@ struct AtSource {
   std::size_t total;
   std::vector<std::atomic<int>>* covered;  // [element]: reads that covered it
   std::atomic<int>* plain_calls;
+  std::atomic<int>* at_calls = nullptr;    // read_at calls, where counted
   std::size_t operator()(std::size_t, ::cuda::std::span<float>) {
     ++*plain_calls;
     return 0;
   }
   std::size_t read_at(std::size_t offset, ::cuda::std::span<float> dst) const {
+    if (at_calls) ++*at_calls;
     const std::size_t n = offset < total ? std::min(dst.size(), total - offset) : 0;
     for (std::size_t i = 0; i < n; ++i) {
       dst[i] = value_at(offset + i);
@@ -512,8 +514,10 @@ struct AtSink {
   std::vector<float>* out;
   std::vector<std::atomic<int>>* written;
   std::atomic<int>* plain_calls;
+  std::atomic<int>* at_calls = nullptr;  // write_at calls, where counted
   void operator()(std::size_t, std::size_t, ::cuda::std::span<const float>) { ++*plain_calls; }
   void write_at(std::size_t offset, ::cuda::std::span<const float> data) const {
+    if (at_calls) ++*at_calls;
     for (std::size_t i = 0; i < data.size(); ++i) {
       (*out)[offset + i] = data[i];
       ++(*written)[offset + i];
@@ -533,7 +537,7 @@ struct Inconsistent {
 
 }  // namespace
 
-TEST_CASE("a Source with read_at and a Sink with write_at are read and written in parts, each element once",
+TEST_CASE("a Source with read_at is read in parts and a Sink with write_at written a chunk a call, each element once",
           "[host][source][sink][positional]") {
   const Fma f{2.f, 0.5f};
   const std::size_t chunk = std::size_t{1} << 19;  // 2 MiB of float: cut into parts
@@ -541,11 +545,17 @@ TEST_CASE("a Source with read_at and a Sink with write_at are read and written i
     INFO("total " << total);
     HostPipeline<Map<Fma>> pipe({.chunk_elems = chunk, .depth = 2}, Map<Fma>{f});
     std::vector<std::atomic<int>> covered(total + chunk), written(total + chunk);
-    std::atomic<int> plain{0};
+    std::atomic<int> plain{0}, reads{0}, writes{0};
     std::vector<float> got(total + chunk, std::numeric_limits<float>::quiet_NaN());
-    pipe.run(source<float>(AtSource{total, &covered, &plain}), sink<float>(AtSink{&got, &written, &plain}));
+    pipe.run(source<float>(AtSource{total, &covered, &plain, &reads}),
+             sink<float>(AtSink{&got, &written, &plain, &writes}));
     CHECK(plain == 0);
     CHECK(pipe.last_run().elems == total);
+    // Reads of whole 2 MiB chunks are split (the host backend's three
+    // parts); writes never are: one write_at per chunk that holds data.
+    const std::size_t whole = total / chunk, chunks = (total + chunk - 1) / chunk;
+    CHECK(static_cast<std::size_t>(reads.load()) >= 3 * whole);
+    CHECK(static_cast<std::size_t>(writes.load()) == chunks);
     for (std::size_t i = 0; i < total; ++i) {
       REQUIRE(covered[i] == 1);
       REQUIRE(written[i] == 1);
@@ -566,6 +576,6 @@ TEST_CASE("a Source with read_at and a Sink with write_at are read and written i
   std::vector<std::atomic<int>> covered(chunk), written(chunk);
   std::atomic<int> plain{0};
   std::vector<float> got(chunk);
-  pipe.run(source<float>(AtSource{100, &covered, &plain}), sink<float>(AtSink{&got, &written, &plain}));
+  pipe.run(source<float>(AtSource{100, &covered, &plain, nullptr}), sink<float>(AtSink{&got, &written, &plain, nullptr}));
   CHECK(got[99] == f(value_at(99)));
 }

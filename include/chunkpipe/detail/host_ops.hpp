@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // What a host op does, whoever runs it: a Source fills its slot, a Sink
 // consumes one, staged ranges are copied, a counted stage's output is
-// packed; a Source or Sink that reads or writes at any offset in parts at
-// once. The CUDA stream executor and the host backend run host ops through
-// run_host_op, each with its own way to copy and to share work. Host-only.
+// packed; a Source that reads at any offset in parts at once, a Sink that
+// writes at any offset a chunk a call. The CUDA stream executor and the
+// host backend run host ops through run_host_op, each with its own way to
+// copy and to share work. Host-only.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -70,13 +71,13 @@ std::size_t read_positional(const Endpoints::In& in, std::size_t offset, void* d
 }
 
 /// Writes `count` records from `data` at record `offset` of a positional
-/// Sink (Endpoints::Out::write_at), in parts over `par`. Throws what
-/// write_at throws.
-template <class Par>
-void write_positional(const Endpoints::Out& out, std::size_t offset, const void* data, std::size_t count, Par&& par) {
-  ::chunkpipe::detail::split_over(par, count, out.elem_size, [&](std::size_t lo, std::size_t hi) {
-    out.write_at(offset + lo, static_cast<const std::byte*>(data) + lo * out.elem_size, hi - lo);
-  });
+/// Sink (Endpoints::Out::write_at), in one call. Unlike reads, a chunk is
+/// not split over the team: several threads writing one file at once are
+/// slower than one (ext4 on the H200 machine: storage_bench's pwrite rows,
+/// benchmarks/RESULTS.md), and a Sink's own writer (file_sink) starts the
+/// chunk's write-back as soon as it returns. Throws what write_at throws.
+inline void write_positional(const Endpoints::Out& out, std::size_t offset, const void* data, std::size_t count) {
+  out.write_at(offset, data, count);
 }
 
 /// A host-out op of a run whose last stage emitted a count: reads the
@@ -88,10 +89,10 @@ void write_positional(const Endpoints::Out& out, std::size_t offset, const void*
 /// emitted is filled to its end and no further; `packed` keeps counting,
 /// so the run can say how much was needed. Throws pipeline_error for a count above the
 /// chunk's elements, and what a Sink throws.
-template <class CopyFn, class DeviceCopyFn, class Par>
+template <class CopyFn, class DeviceCopyFn>
 void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                     std::size_t run_chunk, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy,
-                    DeviceCopyFn&& from_device, Par&& par) {
+                    DeviceCopyFn&& from_device) {
   Packed& p = *ends.packed;
   const std::size_t outs = ends.out.size();
   std::size_t got = 0;
@@ -114,7 +115,7 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
       void* bounce = mem.array(step.reads[0], o, op.slot);
       from_device(bounce, device, got * e.elem_size);
       if (e.write_at) {
-        ::chunkpipe::detail::write_positional(e, at, bounce, got, par);
+        ::chunkpipe::detail::write_positional(e, at, bounce, got);
       } else {
         e.consume(run_chunk, at, bounce, got);
       }
@@ -139,9 +140,10 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
 /// slot's capacity when a Source decides the length; returns the elements
 /// the chunk holds (what the Source produced, else `count`). A run whose
 /// last stage emits a count copies out with run_packed_out(), and
-/// `from_device` (see there). A positional Source or Sink (read_at,
-/// write_at) reads or writes the chunk in parts, over `par(fn)`, which
-/// calls fn(part, parts) for every part, on a team of threads or in turn.
+/// `from_device` (see there). A positional Source (read_at) reads the
+/// chunk in parts, over `par(fn)`, which calls fn(part, parts) for every
+/// part, on a team of threads or in turn; a positional Sink (write_at) gets
+/// the chunk in one call.
 /// Throws what a source or sink throws, and pipeline_error when a source
 /// produces more than an output range holds.
 template <class CopyFn, class DeviceCopyFn, class Par>
@@ -150,7 +152,7 @@ std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, c
                         CopyFn&& copy, DeviceCopyFn&& from_device, Par&& par) {
   if (count == 0) return 0;
   if (ends.packed && op.kind == OpKind::host_out) {
-    ::chunkpipe::detail::run_packed_out(op, step, mem, ends, run_chunk, count, scratch, copy, from_device, par);
+    ::chunkpipe::detail::run_packed_out(op, step, mem, ends, run_chunk, count, scratch, copy, from_device);
     return count;
   }
   std::size_t produced = count;
@@ -175,7 +177,7 @@ std::size_t run_host_op(const Op& op, const Step& step, const SlotMemory& mem, c
     for (std::size_t o = 0; o < ends.out.size(); ++o) {
       const auto& e = ends.out[o];
       if (e.write_at) {
-        ::chunkpipe::detail::write_positional(e, r.offset, mem.array(step.reads[0], o, op.slot), r.count, par);
+        ::chunkpipe::detail::write_positional(e, r.offset, mem.array(step.reads[0], o, op.slot), r.count);
       } else if (e.consume) {
         e.consume(run_chunk, r.offset, mem.array(step.reads[0], o, op.slot), r.count);
       }
