@@ -14,6 +14,7 @@
 
 #include "catch.hpp"
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -265,6 +266,66 @@ TEST_CASE("a regular file is read and written in parts of each chunk, where they
       REQUIRE(std::isnan(y[n]));
     }
   }
+}
+
+TEST_CASE("a file not in the page cache is read with O_DIRECT where the file system allows, a cached one is not",
+          "[files][positional][direct]") {
+  // 64 MiB and 12345 floats more: whole 2 MiB chunks read directly in
+  // parts, and a last chunk that ends off 4 KiB.
+  Scratch dir;
+  const std::string in = dir / "cold.f32";
+  const std::size_t n = (std::size_t{64} << 20) / sizeof(float) + 12345;
+  const std::vector<float> x = random_floats(n, 77);
+  const std::vector<float> want = reference(x);
+  write_file(in, x);
+  {
+    // Out of the page cache: written back, then dropped.
+    const int fd = ::open(in.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::fsync(fd) == 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+    ::close(fd);
+  }
+  const int probe = ::open(in.c_str(), O_RDONLY | O_DIRECT);
+  const bool fs_takes_direct = probe >= 0;
+  if (probe >= 0) ::close(probe);
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = std::size_t{1} << 19, .depth = 3}, Map<Fma>{kFma});
+  std::vector<float> y(n + 3, std::numeric_limits<float>::quiet_NaN());
+  auto cold = file_source<float>(in);
+  if (!fs_takes_direct) {
+    WARN("this file system refuses O_DIRECT: only the buffered fallback is checked");
+    REQUIRE_FALSE(cold.fn.direct_io());
+  } else {
+    REQUIRE(cold.fn.direct_io());
+  }
+  pipe.run(cold, y);
+  REQUIRE(same(std::vector<float>(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n)), want));
+  REQUIRE(std::isnan(y[n]));
+  if (fs_takes_direct) {
+    // All of it directly: a slot's parts are on 4 KiB, and the last one's
+    // direct read comes back short where the file ends, not on 4 KiB.
+    CHECK(cold.fn.direct_bytes() == n * sizeof(float));
+  }
+  // A window off 4 KiB (1000 floats): no read is on 4 KiB, all go through
+  // the page cache, and the output is the same.
+  {
+    HostPipeline<Map<Fma>> odd({.chunk_elems = 1000, .depth = 3}, Map<Fma>{kFma});
+    auto src = file_source<float>(in);
+    std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+    odd.run(src, y);
+    REQUIRE(same(std::vector<float>(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n)), want));
+    CHECK(src.fn.direct_io() == fs_takes_direct);
+    CHECK(src.fn.direct_bytes() == 0);
+  }
+  // Read through the page cache once, the file is cached: a new handle
+  // reads it from there.
+  REQUIRE(same(read_floats(in), x));
+  auto warm = file_source<float>(in);
+  CHECK_FALSE(warm.fn.direct_io());
+  std::fill(y.begin(), y.end(), std::numeric_limits<float>::quiet_NaN());
+  pipe.run(warm, y);
+  REQUIRE(same(std::vector<float>(y.begin(), y.begin() + static_cast<std::ptrdiff_t>(n)), want));
+  CHECK(warm.fn.direct_bytes() == 0);
 }
 
 TEST_CASE("measure_storage gives a directory's read and write rates and leaves nothing behind", "[files][storage]") {

@@ -141,7 +141,9 @@ class HostExecutor {
     device_.reset();
     pinned_.reset();
     device_ = host_buffer(device_memory_, layout.device_bytes(), slot_alignment, "the device slots");
-    pinned_ = host_buffer(pinned_memory_, layout.pinned_bytes(), slot_alignment, "the pinned slots");
+    // On a page, as cudaHostAlloc's are: a file_source reading with
+    // O_DIRECT needs its parts' addresses on 4 KiB.
+    pinned_ = host_buffer(pinned_memory_, layout.pinned_bytes(), 4096, "the pinned slots");
     if (device_.data() != nullptr) std::memset(device_.data(), 0xFF, device_.size());
     if (pinned_.data() != nullptr) std::memset(pinned_.data(), 0xFF, pinned_.size());
     steps_ = steps;
