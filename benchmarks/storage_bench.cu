@@ -351,11 +351,11 @@ void explore(const std::string& in, std::size_t n, int rounds) {
   };
   const Variant variants[] = {
       {"Options{}", {}},
-      {"depth 6", {.depth = 6}},
-      {"depth 8", {.depth = 8}},
-      {"host_threads 16", {.host_threads = 16}},
-      {"depth 8, host_threads 16", {.depth = 8, .host_threads = 16}},
-      {"window 16 Mi, depth 4", {.chunk_elems = std::size_t{1} << 24, .depth = 4}},
+      {"depth 2", {.depth = 2}},
+      {"depth 4", {.depth = 4}},
+      {"host_threads 12", {.host_threads = 12}},
+      {"grain 4 Mi", {.grain_elems = std::size_t{1} << 22}},
+      {"grain 4 Mi, depth 4", {.depth = 4, .grain_elems = std::size_t{1} << 22}},
   };
   pread_rate(in, bytes, 8, false);  // in the page cache
   for (const Variant& v : variants) {
@@ -372,7 +372,7 @@ void explore(const std::string& in, std::size_t n, int rounds) {
     std::printf("  explore  %-28s unit %8zu  %6.2f GB/s\n", v.name, pipe.geometry().chunk_elems,
                 bytes / median(t) / 1e9);
   }
-  for (const Variant& v : {variants[0], variants[4]}) {
+  for (const Variant& v : {variants[0], variants[4]}) {  // the default, and 16 MiB units
     chunkpipe::Options o = v.o;
     o.profile = true;
     Pipe pipe(o);
