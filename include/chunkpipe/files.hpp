@@ -224,6 +224,14 @@ class FileReader {
   /// through the page cache. Never blocks.
   bool direct_io() const noexcept { return state_->direct_ok.load(std::memory_order_relaxed); }
 
+  /// How the file is read, for a run's report (Report::io).
+  std::string io_note() const {
+    const FileReaderState& s = *state_;
+    if (!s.positional) return "file_source " + detail::quoted(s.path) + " read in order (not seekable)";
+    return "file_source " + detail::quoted(s.path) +
+           (direct_io() ? " read with O_DIRECT (not in the page cache when opened)" : " read through the page cache");
+  }
+
   /// Bytes read with O_DIRECT so far, by every run of this handle (what
   /// direct_io() did: a slot or a part that is not on 4 KiB is read
   /// through the page cache). Never blocks.
@@ -384,6 +392,14 @@ class FileWriter {
   /// A regular file is written where each chunk lies (write_at), a chunk
   /// a call; a pipe, a FIFO or a device in order.
   bool positional() const noexcept { return state_->positional; }
+
+  /// How the file is written, for a run's report (Report::io).
+  std::string io_note() const {
+    const FileWriterState& s = *state_;
+    std::string note = "file_sink " + s.where();
+    if (!s.positional) return note + " written in order";
+    return note + (s.sync ? ": write-back started per chunk, fsync at the end" : ": no fsync (FileSinkOptions::sync off)");
+  }
 
   /// Writes `data` as the output's elements from element `offset`. Safe to
   /// call from several threads at once on a positional() file. Throws

@@ -66,6 +66,14 @@ struct Report {
   /// For a run issued after the automatic policy's calibration decided
   /// (ChunkedPipeline::decision()): why it got the kernel lanes it has.
   std::string decision;
+  /// For a run whose Source reads, or whose Sink writes, at any offset (a
+  /// file_source, a file_sink): how its I/O ran and where each setting came
+  /// from: threads per chunk (Options::host_threads, or the default), how
+  /// many chunks the reads run ahead of the copies in (the slots), and what
+  /// the Source or Sink says of itself (file_source: O_DIRECT or the page
+  /// cache; file_sink: write-back per chunk, fsync at the end). Empty for
+  /// other runs.
+  std::string io;
   /// A spread run's members, one name each ("m0 (device 0)"), which
   /// TimedOp::device indexes; pictures then draw one row set per member.
   /// Empty for a run of one pipeline.

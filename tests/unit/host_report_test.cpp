@@ -3,10 +3,13 @@
 // is timed on the host clock, once, in the order the plan's waits allow and
 // the seeded walk chose, and the report prints as a GPU run's does, with no
 // link floor. Without profile, report() says how to get one.
+#include <chunkpipe/files.hpp>
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
 #include "thrown.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -427,4 +430,52 @@ TEST_CASE("RunSummary prints its elements and chunks", "[host][report]") {
   std::ostringstream one;
   one << RunSummary{1, 1};
   CHECK(one.str() == "1 element in 1 chunk");
+}
+
+TEST_CASE("a report says how a file run's source and sink did their I/O, and nothing for ranges", "[host][report][files]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("chunkpipe_io_report_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string in = (dir / "in.f32").string(), out = (dir / "out.f32").string();
+  std::vector<float> x(5000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) - 48.f;
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(x.size() * sizeof(float)));
+  }
+  const Fma f{2.f, 0.5f};
+  HostPipeline<Map<Fma>> pipe({.chunk_elems = 1024, .depth = 3, .profile = true}, Map<Fma>{f});
+  pipe.run(file_source<float>(in), file_sink<float>(out));
+  const Report r = pipe.report();
+  INFO(r.io);
+  CHECK(contains(r.io, "source read at any offset"));
+  CHECK(contains(r.io, "3 parts, in turn"));
+  CHECK(contains(r.io, "into 3 free slots"));
+  CHECK(contains(r.io, "file_source '" + in + "' read through the page cache"));  // 20 KB: never O_DIRECT
+  CHECK(contains(r.io, "sink written at any offset, a chunk a call"));
+  CHECK(contains(r.io, "write-back started per chunk, fsync at the end"));
+  std::ostringstream printed;
+  printed << r;
+  CHECK(contains(printed.str(), "\n  io        source read at any offset"));
+  // The run did what the report says it did.
+  std::ifstream got_file(out, std::ios::binary);
+  std::vector<float> got(x.size());
+  got_file.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>(got.size() * sizeof(float)));
+  REQUIRE(got_file.gcount() == static_cast<std::streamsize>(got.size() * sizeof(float)));
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(got[i] == f(x[i]));
+  // Ranges, and a Sink that is not positional: nothing to say, or only the
+  // sink's half.
+  std::vector<float> y(x.size());
+  pipe.run(x, y);
+  CHECK(pipe.report().io.empty());
+  pipe.run(file_source<float>(in), y);
+  CHECK(contains(pipe.report().io, "source read at any offset"));
+  CHECK_FALSE(contains(pipe.report().io, "sink"));
 }

@@ -55,7 +55,7 @@ struct Endpoints {
     std::function<void(std::size_t chunk, std::size_t offset, const void* data, std::size_t count)> consume;
     /// A positional Sink (write_at; `consume` is then its one-thread
     /// form): writes `count` records from `data` at record `offset` of the
-    /// output. Called from several threads at once, on parts of one chunk.
+    /// output: a whole chunk a call, possibly from several threads at once.
     std::function<void(std::size_t offset, const void* data, std::size_t count)> write_at;
   };
   std::vector<In> in;
@@ -72,6 +72,10 @@ struct Endpoints {
   std::shared_ptr<Packed> packed;
   std::function<void()> finish;  ///< after a run that succeeded (a Sink's finish())
   std::function<void()> abort;   ///< after a run that failed (a Sink's abort())
+  /// What a positional Source or Sink says of its own I/O (its functor's
+  /// io_note(), asked when the report is made), for Report::io; empty
+  /// where it has none.
+  std::function<std::string()> in_note, out_note;
 };
 
 template <class F, class = void>
@@ -102,6 +106,32 @@ template <class F, class = void>
 struct has_positional : std::false_type {};
 template <class F>
 struct has_positional<F, std::void_t<decltype(bool{std::declval<const F&>().positional()})>> : std::true_type {};
+/// Whether a functor describes its own I/O: `std::string io_note() const`.
+template <class F, class = void>
+struct has_io_note : std::false_type {};
+template <class F>
+struct has_io_note<F, std::void_t<decltype(std::string{std::declval<const F&>().io_note()})>> : std::true_type {};
+
+/// Report::io for a run with these ends: empty unless a Source reads or a
+/// Sink writes at any offset. `threads` says how a chunk's read is shared
+/// ("8 threads (the default ...)"), `ahead` how far reads run ahead ("into
+/// 3 free slots (...)").
+inline std::string describe_io(const Endpoints& e, const std::string& threads, const std::string& ahead) {
+  bool reads = false, writes = false;
+  for (const auto& i : e.in) reads = reads || static_cast<bool>(i.read_at);
+  for (const auto& o : e.out) writes = writes || static_cast<bool>(o.write_at);
+  std::string s;
+  if (reads) {
+    s += "source read at any offset, each chunk of 1 MiB or more over " + threads + ", ahead " + ahead;
+    if (e.in_note) s += "; " + e.in_note();
+  }
+  if (writes) {
+    s += std::string(s.empty() ? "" : " | ") + "sink written at any offset, a chunk a call";
+    if (e.out_note) s += "; " + e.out_note();
+  }
+  return s;
+}
+
 template <class F>
 bool is_positional(const F& f) {
   if constexpr (has_positional<F>::value) {
@@ -147,6 +177,7 @@ void add_inputs(Endpoints& e, Source<T, F> in, Decide&&, const Window& w, const 
                         return n;
                       },
                       read});
+      if constexpr (has_io_note<F>::value) e.in_note = [src] { return std::string(src->fn.io_note()); };
       return;
     }
   }
@@ -203,6 +234,7 @@ void add_outputs(Endpoints& e, Sink<U, F> out, Decide&&, const Window& w, const 
                          write(offset, data, count);
                        },
                        write});
+      if constexpr (has_io_note<F>::value) e.out_note = [snk] { return std::string(snk->fn.io_note()); };
       if constexpr (has_finish<F>::value) e.finish = [snk] { snk->fn.finish(); };
       if constexpr (has_abort<F>::value) e.abort = [snk] { snk->fn.abort(); };
       return;

@@ -45,6 +45,11 @@
 
 namespace chunkpipe::detail {
 
+/// What a positional Source's chunk is cut into on the host backend: parts
+/// as a team of three threads would cut them, run in turn, so that the CPU
+/// suite covers the cutting.
+inline constexpr std::size_t positional_parts = 3;
+
 /// One run on the host backend: what its ops read and write, how it ends.
 struct HostRun {
   std::shared_ptr<const Endpoints> ends;
@@ -97,6 +102,9 @@ struct HostRun {
         const std::size_t records =
             ends->packed ? ends->packed->emitted : (elems + ends->per_record - 1) / ends->per_record;
         for (const auto& e : ends->out) report.bytes_out += records * e.elem_size;
+        report.io = ::chunkpipe::detail::describe_io(
+            *ends, std::to_string(positional_parts) + " parts, in turn on the thread that waits",
+            "into " + std::to_string(report.depth) + " free slots");
       }
     });
   }
@@ -294,7 +302,7 @@ class HostExecutor {
     // A positional Source's or Sink's parts run in turn, cut as a team of
     // three would cut them, so that the host backend covers the cutting.
     auto in_parts = [](const auto& part) {
-      for (std::size_t k = 0; k < 3; ++k) part(k, std::size_t{3});
+      for (std::size_t k = 0; k < positional_parts; ++k) part(k, positional_parts);
     };
     // Only ops that did their work are timed, as on the GPU: one that
     // threw fails the run, and a failed run has no report.

@@ -365,6 +365,7 @@ inline std::ostream& operator<<(std::ostream& os, const Report& r) {
     << (link_known(r.link) || r.link.name.empty() ? "over the link" : "copied") << " ("
     << detail::format_bytes(static_cast<double>(r.bytes_in)) << " in, "
     << detail::format_bytes(static_cast<double>(r.bytes_out)) << " out)\n";
+  if (!r.io.empty()) s << "  io        " << r.io << '\n';
   return os << s.str();
 }
 
