@@ -193,7 +193,7 @@ class HostPipeline {
   /// registered and direct copy them directly. Blocks; throws config_error
   /// for bad ranges before doing anything, and whatever a stage, source or
   /// sink throws.
-  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!(Front::folds_result || Front::counted))>
   void run(In&& in, Out&& out) {
     run_async(std::forward<In>(in), std::forward<Out>(out)).wait();
   }
@@ -202,14 +202,14 @@ class HostPipeline {
   /// `in` into `out`, packed, and returns how many elements it wrote, as
   /// ChunkedPipeline::run does. Blocks; throws as run(in, out) does, and
   /// pipeline_error for an output too short for what was emitted.
-  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(Front::counted)>
   std::size_t run(In&& in, Out&& out) {
     return run_async(std::forward<In>(in), std::forward<Out>(out)).get();
   }
 
   /// Issues such a run; get() on the ticket runs it and says how many
   /// elements it wrote.
-  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(Front::counted)>
   [[nodiscard]] ResultTicket<std::size_t, HostTicket> run_async(In&& in, Out&& out, const HostAfter& order = {}) {
     auto packed = std::make_shared<detail::Packed>();
     HostTicket t = start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), order,
@@ -221,7 +221,7 @@ class HostPipeline {
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
   /// and returns the result, as ChunkedPipeline::run(in) does, to the same
   /// bits for a Reduce. Blocks; throws as run(in, out) does.
-  template <class In, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
+  template <class In CHUNKPIPE_WHEN(Front::folds_result)>
   auto run(In&& in) {
     return run_async(std::forward<In>(in)).get();
   }
@@ -244,7 +244,7 @@ class HostPipeline {
   /// \endcond
 
   /// Issues a folding run; get() on the ticket runs it and returns the result.
-  template <class In, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
+  template <class In CHUNKPIPE_WHEN(Front::folds_result)>
   [[nodiscard]] auto run_async(In&& in, const HostAfter& order = {}) {
     using Traits = detail::fold_traits<typename Front::last_stage>;
     using R = typename Traits::result;
@@ -273,7 +273,7 @@ class HostPipeline {
   /// a run whose ranges overlap those of a run in flight, where either
   /// writes, throws config_error unless it is ordered after that run with
   /// `after(ticket)`. Throws config_error for bad ranges before issuing.
-  template <class In, class Out, bool F = Front::folds_result || Front::counted, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!(Front::folds_result || Front::counted))>
   [[nodiscard]] HostTicket run_async(In&& in, Out&& out, const HostAfter& order = {}) {
     return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), order, nullptr);
   }
@@ -419,14 +419,14 @@ class HostPipeline {
   // (detail::RunLabel; a spread run's piece). A folding pipeline's run
   // takes its records as outputs here (the spread folds them). Internal:
   // detail::RunAccess.
-  template <class In, class Out, bool F = Front::counted, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!Front::counted)>
   HostTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)), HostAfter{},
                  nullptr, nullptr, label);
   }
   // The same for a pipeline whose last stage emits a count: get() on the
   // ticket says how many elements the run wrote.
-  template <class In, class Out, bool F = Front::counted, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(Front::counted)>
   ResultTicket<std::size_t, HostTicket> labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     auto packed = std::make_shared<detail::Packed>();
     HostTicket t = start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)),

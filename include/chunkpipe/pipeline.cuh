@@ -102,7 +102,7 @@ class ChunkedPipeline {
   /// anything is queued; on a CUDA failure cuda_error, on a failing stage,
   /// source or sink what it threw, and always only after every stream and
   /// host task of the run has stopped.
-  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!(folds_ || counted_))>
   void run(In&& in, Out&& out) {
     runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}).wait();
   }
@@ -116,14 +116,14 @@ class ChunkedPipeline {
   /// than the input; one too short for what was emitted is filled to its
   /// end and no further, and the run throws pipeline_error saying how many
   /// elements were needed. Blocks; throws as below.
-  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(counted_)>
   std::size_t run(In&& in, Out&& out) {
     return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), After{}).get();
   }
 
   /// Queues such a run; get() on the ticket waits and says how many
   /// elements it wrote.
-  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(counted_)>
   [[nodiscard]] ResultTicket<std::size_t, RunTicket> run_async(In&& in, Out&& out, const After& order = {}) {
     return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), order);
   }
@@ -136,7 +136,7 @@ class ChunkedPipeline {
   /// them as they arrive, on a chunkpipe thread). An empty run returns the
   /// Reduce's init, or the Accumulate's identity. Blocks; throws as
   /// run(in, out) does.
-  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  template <class In CHUNKPIPE_WHEN(folds_)>
   auto run(In&& in) {
     return runner_->start_fold(std::forward<In>(in), After{}).get();
   }
@@ -163,7 +163,7 @@ class ChunkedPipeline {
   /// Queues a folding run and returns at once: get() on the ticket blocks
   /// until it is complete and returns its result. Everything else is as
   /// for run_async(in, out), `order` included.
-  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
+  template <class In CHUNKPIPE_WHEN(folds_)>
   [[nodiscard]] auto run_async(In&& in, const After& order = {}) {
     return runner_->start_fold(std::forward<In>(in), order);
   }
@@ -198,7 +198,7 @@ class ChunkedPipeline {
   /// first run allocates the slots (and the first staged run the pinned
   /// ones); a run whose element types lay the slots out differently from
   /// the run before waits for the runs in flight first.
-  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!(folds_ || counted_))>
   [[nodiscard]] RunTicket run_async(In&& in, Out&& out, const After& order = {}) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), order);
   }
@@ -290,13 +290,13 @@ class ChunkedPipeline {
   // (detail::RunLabel; a spread run's piece). A folding pipeline's run
   // takes its records as outputs here (the spread folds them). Internal:
   // detail::RunAccess.
-  template <class In, class Out, bool F = counted_, std::enable_if_t<!F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(!counted_)>
   RunTicket labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return runner_->start(std::forward<In>(in), std::forward<Out>(out), After{}, label);
   }
   // The same for a pipeline whose last stage emits a count: get() on the
   // ticket says how many elements the run wrote.
-  template <class In, class Out, bool F = counted_, std::enable_if_t<F, int> = 0>
+  template <class In, class Out CHUNKPIPE_WHEN(counted_)>
   ResultTicket<std::size_t, RunTicket> labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     return runner_->start_counted(std::forward<In>(in), std::forward<Out>(out), After{}, label);
   }

@@ -46,6 +46,20 @@
 #define CHUNKPIPE_HOST_DEVICE
 #endif
 
+// CHUNKPIPE_WHEN(cond), last in a template's parameter list: the overload
+// exists only where `cond` (a constant of the class) holds. The dummy type
+// parameter makes `cond` depend on the call, as enable_if needs, and `cond`
+// stays in the signature, so overloads under different conditions are
+// different templates. Doxygen reads it as nothing (docs/Doxyfile.in): the
+// reference shows the signature a user calls, and its doc block says when
+// it exists.
+#if defined(CHUNKPIPE_DOXYGEN)
+#define CHUNKPIPE_WHEN(...)
+#else
+#define CHUNKPIPE_WHEN(...) \
+  , class chunkpipe_when_ = void, std::enable_if_t<(__VA_ARGS__) && std::is_void<chunkpipe_when_>::value, int> = 0
+#endif
+
 namespace chunkpipe {
 
 /// A list of element types.
