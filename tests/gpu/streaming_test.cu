@@ -6,9 +6,12 @@
 // tickets; runs that would race are refused; small runs that continue
 // each other are issued together (Options::coalesce) and still complete
 // one by one.
+#include <chunkpipe/files.hpp>
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +19,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -608,4 +613,51 @@ TEST_CASE("sources and sinks see the window the user set, whatever unit the GPU 
     REQUIRE(wrong == 0);
     REQUIRE(std::isnan(got[total]));
   }
+}
+
+TEST_CASE("a file run on the GPU reads in parts and writes a chunk a call, and its report says so",
+          "[gpu][streaming][files][report]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("chunkpipe_gpu_files_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } cleanup{dir};
+  const std::string in = (dir / "in.f32").string(), out = (dir / "out.f32").string();
+  // 5 Mi floats and 3 more: whole 2 MiB-or-larger chunks cut into parts
+  // over four threads, and a ragged end.
+  const std::size_t n = (std::size_t{5} << 20) + 3;
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = value_at(i, 11);
+  {
+    std::ofstream f(in, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(x.data()), static_cast<std::streamsize>(n * sizeof(float)));
+  }
+  const Chain f{};
+  ChunkedPipeline<Map<Chain>> pipe({.chunk_elems = std::size_t{1} << 20, .depth = 3, .policy = Policy::stage_streams,
+                                    .profile = true, .host_threads = 4});
+  pipe.run(file_source<float>(in), file_sink<float>(out));
+  std::vector<float> got(n + 1, std::numeric_limits<float>::quiet_NaN());
+  {
+    std::ifstream g(out, std::ios::binary);
+    g.read(reinterpret_cast<char*>(got.data()), static_cast<std::streamsize>((n + 1) * sizeof(float)));
+    REQUIRE(g.gcount() == static_cast<std::streamsize>(n * sizeof(float)));  // no more, no less
+  }
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < n; ++i) wrong += got[i] == f(x[i]) ? 0 : 1;
+  REQUIRE(wrong == 0);
+  const Report r = pipe.report();
+  INFO(r.io);
+  CHECK(r.io.find("each chunk of 1 MiB or more over 4 threads (Options::host_threads)") != std::string::npos);
+  CHECK(r.io.find("into 3 free slots (Options::depth)") != std::string::npos);
+  CHECK(r.io.find("read through the page cache") != std::string::npos);  // just written: cached
+  CHECK(r.io.find("write-back started per chunk, fsync at the end") != std::string::npos);
+  // A run over ranges has nothing to say.
+  std::vector<float> y(n);
+  pipe.run(x, y);
+  CHECK(pipe.report().io.empty());
 }

@@ -393,6 +393,14 @@ class CudaRunner {
       r.link = link_;
       r.executor = executor;
       r.executor_note = note;
+      const Options& o = front_.options();
+      const int threads = host_threads_for(o);
+      r.io = ::chunkpipe::detail::describe_io(
+          *ends,
+          std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+              (o.host_threads > 0 ? " (Options::host_threads)" : " (the default: min(8, hardware threads))"),
+          "into " + std::to_string(g.depth) + " free slots" +
+              (o.policy == Policy::automatic ? " (the automatic policy's depth)" : " (Options::depth)"));
     }
     if (n == 0) {  // nothing to queue; wait() still finishes a Sink
       run->mark_issued();
