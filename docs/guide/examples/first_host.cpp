@@ -32,6 +32,7 @@ int main() {
 
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += out[i] != f(in[i]);
+    // last_run() is a RunSummary (elements, chunks); it and the Report print.
     std::cout << pipe.last_run() << " on the host, " << wrong << " wrong\n" << pipe.report();
     return wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {
