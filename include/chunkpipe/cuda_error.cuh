@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// chunkpipe::cuda_error and the one macro that checks every CUDA call.
+/// \file
+/// CUDA errors: chunkpipe::cuda_error, and CHUNKPIPE_CUDA_TRY, the one macro
+/// that checks every CUDA call. Needs the CUDA runtime's headers.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -15,12 +17,20 @@ namespace chunkpipe {
 /// ChunkedPipeline::healthy() says whether that happened.
 class cuda_error : public std::runtime_error {
  public:
+  /// The error and its what() message, from the code, the call as written
+  /// and its file:line. `call` and `file` are kept as pointers, not copied:
+  /// pass strings that outlive the error (CHUNKPIPE_CUDA_TRY passes string
+  /// literals). Throws only std::bad_alloc.
   cuda_error(cudaError_t code, const char* call, const char* file, int line)
       : std::runtime_error(message(code, call, file, line)), code_(code), call_(call), file_(file), line_(line) {}
 
+  /// The error code the call returned.
   cudaError_t code() const noexcept { return code_; }
+  /// The call that failed, as written in the source.
   const char* call() const noexcept { return call_; }
+  /// The source file the call is in.
   const char* file() const noexcept { return file_; }
+  /// The line of the call in that file.
   int line() const noexcept { return line_; }
 
  private:

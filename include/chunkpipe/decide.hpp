@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// The decision: which schedule a pipeline should run, given what was
-// measured of it (the time its stages take per element) and of the machine
-// (the link). Host-only C++, no CUDA.
-//
-// Every candidate schedule is resolved exactly as a pipeline would resolve
-// its Options (detail::resolve_geometry), planned, and run on the simulator
-// (simulate.hpp); the fastest wins, unless the schedule the pipeline would
-// run anyway is within a margin of it. So a decision is a pure function of
-// its inputs, its Options can be printed and pasted, and what it predicts
-// is the simulator's figure for exactly the plan those Options make.
+/// \file
+/// The decision: which schedule a pipeline should run, given what was
+/// measured of it (the time its stages take per element) and of the machine
+/// (the link). Host-only C++, no CUDA.
+///
+/// Every candidate schedule is resolved exactly as a pipeline would resolve
+/// its Options, planned, and run on the simulator
+/// (simulate.hpp); the fastest wins, unless the schedule the pipeline would
+/// run anyway is within a margin of it. So a decision is a pure function of
+/// its inputs, its Options can be printed and pasted, and what it predicts
+/// is the simulator's figure for exactly the plan those Options make.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -40,12 +41,14 @@ struct Measured {
 struct Candidate {
   Options options;        ///< the user's options with policy, depth and kernel_lanes set
   Geometry geometry;      ///< what they resolve to
-  double predicted_ms = 0.0;
+  double predicted_ms = 0.0;  ///< the simulator's makespan for it, in ms
   bool is_default = false;  ///< the schedule the user's options give as they are
 };
 
 /// What decide() chose, and why.
 struct Decision {
+  /// The schedule chosen: the fastest prediction, or the options as they
+  /// are (is_default) where they come within the margin of it.
   Candidate chosen;
   /// Every candidate, fastest first (ties in the order they were
   /// considered); `chosen` is one of them.
@@ -101,8 +104,9 @@ Decision decide_lanes(const Options& user, bool all_elementwise, const Measured&
 /// puts it in), the copies' bytes per element and rates as they ran
 /// (median; both directions at once where the run overlapped them, so the
 /// two-way total is left to their sum and the per-copy cost is inside
-/// them), with the H200's figures for what events cannot show (a kernel's
-/// tail, an op's overhead and issue cost); then decide_lanes() up to
+/// them), with machines::h200_pcie5()'s figures for what events cannot
+/// show (a kernel's tail, an op's overhead and issue cost); then
+/// decide_lanes() up to
 /// `most` lanes. Ops of 0 elements or of no measurable time are left out.
 /// Never blocks; deterministic. Throws config_error when no copy each way
 /// or no op of some stage is left, and as decide_lanes() does.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The errors chunkpipe throws that do not need CUDA to describe them.
-// cuda_error, which carries a cudaError_t, lives in cuda_error.hpp.
+/// \file
+/// The errors chunkpipe throws that do not need CUDA to describe them.
+/// cuda_error, which carries a cudaError_t, lives in cuda_error.cuh.
 #pragma once
 
 #include <stdexcept>

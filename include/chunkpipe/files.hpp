@@ -1,22 +1,27 @@
 // SPDX-License-Identifier: MIT
-// Files and generators as the two ends of a run, built on Source and Sink
-// (io.hpp). Host-only C++17 on POSIX (open, pread, pwrite, rename); no CUDA.
-//
-//   auto in  = chunkpipe::file_source<float>("big.f32");     // throws now if unreadable
-//   auto out = chunkpipe::file_sink<__half>("big.f16");      // writes big.f16.partial
-//   pipe.run(in, out);                                       // renamed to big.f16 on success
-//
-//   pipe.run(chunkpipe::generate<float>(n, [](std::size_t i) { return 0.5f * i; }), y);
-//
-// A file source reads each chunk straight into the pipeline's pinned slot,
-// and a file sink writes each chunk's output straight from its pinned slot:
-// no extra host copy, and no host buffer the size of the file, so files far
-// larger than host RAM stream through. Both run on chunkpipe's host threads
-// while the GPU works on other chunks.
-//
-// The objects returned here are cheap handles: copies share one open file,
-// as a run keeps its own copy of its Source and Sink. One run at a time may
-// use a handle.
+/// \file
+/// Files and generators as the two ends of a run, built on Source and Sink
+/// (io.hpp). Host-only C++17 on POSIX (open, pread, pwrite, rename); no CUDA.
+///
+/// \code
+/// auto in  = chunkpipe::file_source<float>("big.f32");     // throws now if unreadable
+/// auto out = chunkpipe::file_sink<__half>("big.f16");      // writes big.f16.partial
+/// pipe.run(in, out);                                       // renamed to big.f16 on success
+/// \endcode
+///
+/// \code
+/// pipe.run(chunkpipe::generate<float>(n, [](std::size_t i) { return 0.5f * i; }), y);
+/// \endcode
+///
+/// A file source reads each chunk straight into the pipeline's pinned slot,
+/// and a file sink writes each chunk's output straight from its pinned slot:
+/// no extra host copy, and no host buffer the size of the file, so files far
+/// larger than host RAM stream through. Both run on chunkpipe's host threads
+/// while the GPU works on other chunks.
+///
+/// The objects returned here are cheap handles: copies share one open file,
+/// as a run keeps its own copy of its Source and Sink. One run at a time may
+/// use a handle.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -75,8 +80,8 @@ struct FileSinkOptions {
 /// Elements [first, first + count) of a file; count unknown_length reads
 /// to its end.
 struct FileRange {
-  std::size_t first = 0;
-  std::size_t count = unknown_length;
+  std::size_t first = 0;               ///< index of the range's first element in the file
+  std::size_t count = unknown_length;  ///< elements in the range; unknown_length: to the end of the file
 };
 
 namespace detail {
@@ -168,12 +173,13 @@ struct FileReaderState {
 };
 
 /// Where the file is not in the page cache, reads it with O_DIRECT: uncached,
-/// eight threads of direct reads beat eight of buffered ones on the H200
-/// machine's disk (storage_bench: 1.96 against 1.56 GB/s), and cached, a
-/// direct read is 25 times slower than the page cache, so the choice
-/// follows residency: mincore() over 64 pages spread through the file, and
-/// direct only where fewer than 8 of them are cached. A file system that
-/// refuses O_DIRECT (tmpfs) leaves the file buffered. Never throws.
+/// eight threads of direct reads beat eight of buffered ones on the test
+/// machine's disk, and cached, a direct read is far slower than the page
+/// cache (benchmarks/RESULTS.md, "Storage (benchmarks/storage_bench)"), so
+/// the choice follows residency: mincore() over 64 pages spread through the
+/// file, and direct only where fewer than 8 of them are cached. A file
+/// system that refuses O_DIRECT (tmpfs) leaves the file buffered. Never
+/// throws.
 inline void choose_direct_io(FileReaderState& s) noexcept {
 #if defined(O_DIRECT)
   if (!s.positional || s.size < direct_io_min_bytes) return;
@@ -513,7 +519,7 @@ struct Generate {
 /// says which. Direct reads of an uncached file are faster and leave the
 /// page cache to the program; a cached file is read from the cache.
 template <class T>
-Source<T, detail::FileReader<T>> file_source(const std::string& path) {
+Source<T, CHUNKPIPE_UNSPECIFIED(detail::FileReader<T>)> file_source(const std::string& path) {
   static_assert(std::is_trivially_copyable_v<T>, "chunkpipe::file_source reads trivially copyable elements");
   auto s = std::make_shared<detail::FileReaderState>();
   s->path = path;
@@ -556,7 +562,7 @@ Source<T, detail::FileReader<T>> file_source(const std::string& path) {
 /// regular file, is not a whole number of T, or does not hold the range; a
 /// file that shrinks under the run ends it with pipeline_error.
 template <class T>
-Source<T, detail::FileReader<T>> file_source(const std::string& path, FileRange range) {
+Source<T, CHUNKPIPE_UNSPECIFIED(detail::FileReader<T>)> file_source(const std::string& path, FileRange range) {
   auto src = file_source<T>(path);
   detail::FileReaderState& s = src.fn.state();
   if (!s.positional) {
@@ -601,7 +607,7 @@ Source<T, detail::FileReader<T>> file_source(const std::string& path, FileRange 
 /// A handle writes one run: using it again throws pipeline_error. Dropping
 /// it before its run concluded removes the temporary.
 template <class U>
-Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOptions options = {}) {
+Sink<U, CHUNKPIPE_UNSPECIFIED(detail::FileWriter<U>)> file_sink(const std::string& path, FileSinkOptions options = {}) {
   static_assert(std::is_trivially_copyable_v<U>, "chunkpipe::file_sink writes trivially copyable elements");
   struct ::stat st {};
   if (::stat(path.c_str(), &st) == 0) {
@@ -658,7 +664,7 @@ Sink<U, detail::FileWriter<U>> file_sink(const std::string& path, FileSinkOption
 /// ends, as with any Source. Throws config_error if `count` is
 /// unknown_length: a generator must end.
 template <class T, class F>
-Source<T, detail::Generate<T, std::decay_t<F>>> generate(std::size_t count, F&& fn) {
+Source<T, CHUNKPIPE_UNSPECIFIED(detail::Generate<T, std::decay_t<F>>)> generate(std::size_t count, F&& fn) {
   static_assert(std::is_convertible_v<std::invoke_result_t<std::decay_t<F>&, std::size_t>, T>,
                 "chunkpipe::generate: fn(i) must return something convertible to T");
   if (count == unknown_length) {

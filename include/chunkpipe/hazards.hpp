@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Hazard check: proves from a plan's own ordering edges that no slot buffer
-// is read before it is written or overwritten while an earlier operation may
-// still use it. Host-only C++, no CUDA.
-//
-// The only edges it believes are the ones an executor really creates: order
-// on one queue, and each op's explicit waits; or, for a graph executor,
-// which has no queues, the graph's edges alone. It does not look at how the
-// plan was built, so it also catches plans written or edited by hand, such
-// as the lesson's pitfall of more streams than buffers with no events.
+/// \file
+/// Hazard check: proves from a plan's own ordering edges that no slot buffer
+/// is read before it is written or overwritten while an earlier operation may
+/// still use it. Host-only C++, no CUDA.
+///
+/// The only edges it believes are the ones an executor really creates: order
+/// on one queue, and each op's explicit waits; or, for a graph executor,
+/// which has no queues, the graph's edges alone. It does not look at how the
+/// plan was built, so it also catches plans written or edited by hand, such
+/// as the lesson's pitfall of more streams than buffers with no events.
 #pragma once
 
 #include <chunkpipe/plan.hpp>
@@ -21,19 +22,22 @@ namespace chunkpipe {
 
 /// Two accesses to one slot buffer that the plan does not order.
 struct Hazard {
+  /// The order the two accesses need: a read after a write, a write after
+  /// a read, or one write after another.
   enum class Kind { read_after_write, write_after_read, write_after_write };
-  Kind kind;
+  Kind kind;            ///< which of those orders is missing
   std::size_t earlier;  ///< op id that must finish first
   std::size_t later;    ///< op id that may run too early
-  int slot;
+  int slot;             ///< the slot whose buffer both ops access
   int buffer;           ///< index into Plan::buffers
 };
 
 /// The outcome of check_hazards().
 struct HazardReport {
   std::vector<std::string> structural;  ///< malformed plan: bad ids, waits on later ops, ...
-  std::vector<Hazard> hazards;
+  std::vector<Hazard> hazards;          ///< every unordered pair of conflicting accesses found
   std::vector<std::string> messages;    ///< one readable line per hazard
+  /// True when the plan is well formed and has no hazard.
   bool ok() const noexcept { return structural.empty() && hazards.empty(); }
 };
 

@@ -1,19 +1,20 @@
 // SPDX-License-Identifier: MIT
-// The host backend: runs a pipeline's schedule on the CPU. Host-only C++
-// (CCCL's span and tuple, no CUDA runtime calls); compiles with any C++17
-// compiler given the CUDA toolkit's headers.
-//
-// A HostPipeline takes the same options, stages and ranges as
-// ChunkedPipeline and follows the same lifetime schedule, built by the same
-// driver (detail/driver.hpp); only the executor differs
-// (detail/host_executor.hpp): copies are memcpy, Map functors marked
-// CHUNKPIPE_HOST_DEVICE run on the host, and ops run in a seeded random
-// order that the schedule allows, across every run in flight. That is how CI
-// tests data movement, staging, sources, sinks and back-to-back runs end to
-// end without a GPU, and how a broken schedule shows up in the data.
-// With Options::profile, each op that ran is timed on the host's steady
-// clock, and report() gives the same Report a GPU run gives, without a link
-// floor: the host has no PCIe link to bound it.
+/// \file
+/// The host backend: runs a pipeline's schedule on the CPU. Host-only C++
+/// (CCCL's span and tuple, no CUDA runtime calls); compiles with any C++17
+/// compiler given the CUDA toolkit's headers.
+///
+/// A HostPipeline takes the same options, stages and ranges as
+/// ChunkedPipeline and follows the same lifetime schedule, built by the same
+/// driver (detail/driver.hpp); only the executor differs
+/// (detail/host_executor.hpp): copies are memcpy, Map functors marked
+/// CHUNKPIPE_HOST_DEVICE run on the host, and ops run in a seeded random
+/// order that the schedule allows, across every run in flight. That is how CI
+/// tests data movement, staging, sources, sinks and back-to-back runs end to
+/// end without a GPU, and how a broken schedule shows up in the data.
+/// With Options::profile, each op that ran is timed on the host's steady
+/// clock, and report() gives the same Report a GPU run gives, without a link
+/// floor: the host has no PCIe link to bound it.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -58,8 +59,8 @@ struct HostEngineBase {
 
 /// How a host-backend run went: its elements and the chunks that held them.
 struct RunSummary {
-  std::size_t elems = 0;
-  std::size_t chunks = 0;
+  std::size_t elems = 0;   ///< elements in the run
+  std::size_t chunks = 0;  ///< chunks that held them
 };
 
 /// Prints a summary as "1000 elements in 4 chunks". Never blocks; throws
@@ -133,7 +134,7 @@ class HostTicket {
 /// Runs a HostPipeline run after earlier runs of the same pipeline have
 /// completed (the host-backend form of chunkpipe::after(ticket)).
 struct HostAfter {
-  std::vector<HostTicket> tickets;
+  std::vector<HostTicket> tickets;  ///< runs of the same pipeline that complete first
 };
 
 /// `after(t1, t2, ...)` for a HostPipeline's run_async().
@@ -157,18 +158,24 @@ class HostPipeline {
   /// Throws config_error for bad options.
   HostPipeline(Options options, Stages... stages) : engine_(std::make_shared<Engine>(options, std::move(stages)...)) {}
 
+  /// Takes `other`'s schedule, slots and runs in flight; `other` may then
+  /// only be destroyed or assigned to. Never blocks.
   HostPipeline(HostPipeline&&) noexcept = default;
-  HostPipeline& operator=(HostPipeline&&) noexcept = default;
-  /// Runs every op still pending. Never throws.
-  ~HostPipeline() {
-    if (!engine_) return;
-    try {
-      std::lock_guard<std::mutex> lock(engine_->mutex);
-      engine_->exec.drain();
-    } catch (...) {
+  /// Runs every op this pipeline still has pending, as the destructor does
+  /// (a run queued and not waited for still reaches its outputs and its
+  /// Sink), then takes `other`'s pipeline in its place; `other` may then
+  /// only be destroyed or assigned to. Never throws.
+  HostPipeline& operator=(HostPipeline&& other) noexcept {
+    if (this != &other) {
+      drain();
+      engine_ = std::move(other.engine_);
     }
+    return *this;
   }
+  /// Runs every op still pending. Never throws.
+  ~HostPipeline() { drain(); }
 
+  /// The options it was built with.
   const Options& options() const noexcept { return engine_->front.options(); }
   /// The policy, slot count and scheduling unit runs use.
   const Geometry& geometry() const noexcept { return engine_->front.geometry(); }
@@ -580,6 +587,17 @@ class HostPipeline {
     HostTicket last_ticket;
   };
 
+  // Runs the ops still pending (on the host backend ops run only when
+  // someone waits), so that no queued run is lost. Never throws.
+  void drain() noexcept {
+    if (!engine_) return;
+    try {
+      std::lock_guard<std::mutex> lock(engine_->mutex);
+      engine_->exec.drain();
+    } catch (...) {
+    }
+  }
+
   std::shared_ptr<Engine> engine_;
 };
 
@@ -593,7 +611,7 @@ class HostPipeline {
 /// Accumulate's result); run_async() queues the same run and returns a
 /// SpreadTicket at once, the queued runs running one after another.
 template <class... Stages>
-using HostSpreadPipeline = detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>;
+using HostSpreadPipeline = CHUNKPIPE_UNSPECIFIED(detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>);
 
 /// Builds a HostPipeline, deducing its stage types: the way to run a
 /// pipeline on a machine with no GPU (or in a CPU-only test), with the

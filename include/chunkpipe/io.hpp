@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
-// Host ranges a run reads and writes, and the checks every run makes on them
-// before it queues anything. Host-only C++, no CUDA.
-//
-//   pipe.run(x, z);                                   // one input, one output
-//   pipe.run(chunkpipe::inputs(x, y), chunkpipe::outputs(z));
-//   pipe.run(chunkpipe::pageable(v), out);            // say how a range is held
-//
-// A range is anything with data() and size() (std::vector, std::array, a
-// span) or a HostSpan. Where the memory lives decides how it crosses: pinned
-// (or device) memory is copied directly; pageable memory is staged through
-// the pipeline's pinned slots, never handed to a plain cudaMemcpyAsync,
-// which would silently run synchronously at a fraction of the speed.
+/// \file
+/// Host ranges a run reads and writes, and the checks every run makes on them
+/// before it queues anything. Host-only C++, no CUDA.
+///
+/// \code
+/// pipe.run(x, z);                                   // one input, one output
+/// pipe.run(chunkpipe::inputs(x, y), chunkpipe::outputs(z));
+/// pipe.run(chunkpipe::pageable(v), out);            // say how a range is held
+/// \endcode
+///
+/// A range is anything with data() and size() (std::vector, std::array, a
+/// span) or a HostSpan. Where the memory lives decides how it crosses: pinned
+/// (or device) memory is copied directly; pageable memory is staged through
+/// the pipeline's pinned slots, never handed to a plain cudaMemcpyAsync,
+/// which would silently run synchronously at a fraction of the speed.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -33,9 +36,9 @@ enum class Memory : std::uint8_t { automatic, pinned, pageable };
 /// A pointer, an element count and how the memory is held. Does not own.
 template <class T>
 struct HostSpan {
-  T* data = nullptr;
-  std::size_t size = 0;
-  Memory memory = Memory::automatic;
+  T* data = nullptr;                  ///< the first element
+  std::size_t size = 0;               ///< how many elements
+  Memory memory = Memory::automatic;  ///< how the memory is held
 };
 
 namespace detail {
@@ -86,7 +89,7 @@ auto pageable(R&& range) {
 /// The input ranges of a run, all of the same length.
 template <class... T>
 struct Inputs {
-  std::tuple<HostSpan<const T>...> spans;
+  std::tuple<HostSpan<const T>...> spans;  ///< one per input, in the order the first stage takes them
 };
 
 /// The output ranges of a run, each at least as long as the inputs (after
@@ -94,7 +97,7 @@ struct Inputs {
 /// length: the run fails if what was emitted did not fit).
 template <class... U>
 struct Outputs {
-  std::tuple<HostSpan<U>...> spans;
+  std::tuple<HostSpan<U>...> spans;  ///< one per output, in the order the last stage makes them
 };
 
 namespace detail {
@@ -168,9 +171,11 @@ inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
 /// file_source() is such a Source.
 template <class T, class F>
 struct Source {
-  F fn;
+  F fn;  ///< the producer: fn(chunk, slot), or an object with read_at (above)
 };
 
+/// Source<T, F> from a producer, T named: chunkpipe::source<float>(fn).
+/// Only copies or moves `fn`, and throws only what that throws.
 template <class T, class F>
 Source<T, std::decay_t<F>> source(F&& fn) {
   return {std::forward<F>(fn)};
@@ -208,9 +213,11 @@ Source<T, std::decay_t<F>> source(F&& fn) {
 /// every write_at has returned. file_sink() is such a Sink.
 template <class U, class F>
 struct Sink {
-  F fn;
+  F fn;  ///< the consumer: fn(chunk, offset, data), or an object with write_at (above)
 };
 
+/// Sink<U, F> from a consumer, U named: chunkpipe::sink<float>(fn). Only
+/// copies or moves `fn`, and throws only what that throws.
 template <class U, class F>
 Sink<U, std::decay_t<F>> sink(F&& fn) {
   return {std::forward<F>(fn)};

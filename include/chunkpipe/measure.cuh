@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Measuring the machine: the link's bandwidths and per-copy latency, and a
-// Map stage's time per element, so the floor and the simulator use this
-// machine's numbers rather than a datasheet's.
+/// \file
+/// Measuring the machine: the link's bandwidths and per-copy latency, and a
+/// Map stage's time per element, so the floor and the simulator use this
+/// machine's numbers rather than a datasheet's.
 #pragma once
 
 // A host compiler gets one #error here, and nothing below it.

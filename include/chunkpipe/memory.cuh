@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// RAII owners for the CUDA resources a pipeline holds: streams, events,
-// device and pinned buffers (from cudaMalloc/cudaMallocHost or from the
-// program's MemoryResource), a guard that makes a device current, and
-// CudaPoolResource, a MemoryResource over a cudaMallocAsync pool.
-// Move-only; destructors never throw (a failure to free is ignored, as
-// nothing useful can be done about it there).
+/// \file
+/// RAII owners for the CUDA resources a pipeline holds: streams, events,
+/// device and pinned buffers (from cudaMalloc/cudaMallocHost or from the
+/// program's MemoryResource), a guard that makes a device current, and
+/// CudaPoolResource, a MemoryResource over a cudaMallocAsync pool.
+/// Move-only; destructors never throw (a failure to free is ignored, as
+/// nothing useful can be done about it there).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -84,6 +85,8 @@ inline constexpr std::size_t buffer_alignment = 256;
 class Stream {
  public:
   Stream() = default;
+  /// A new non-blocking stream (cudaStreamCreateWithFlags). Blocks briefly
+  /// (a CUDA call); throws cuda_error if creation fails.
   static Stream create() {
     cudaStream_t s = nullptr;
     CHUNKPIPE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -91,7 +94,10 @@ class Stream {
     out.handle_.reset(s);
     return out;
   }
+  /// The stream, still owned by this object; null where it holds none
+  /// (default-constructed or moved from).
   cudaStream_t get() const noexcept { return handle_.get(); }
+  /// True when it holds a stream.
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
  private:
@@ -103,6 +109,8 @@ class Stream {
 class Event {
  public:
   Event() = default;
+  /// A new event, with timing only if `timing` (cudaEventCreateWithFlags).
+  /// Blocks briefly (a CUDA call); throws cuda_error if creation fails.
   static Event create(bool timing = false) {
     cudaEvent_t e = nullptr;
     CHUNKPIPE_CUDA_TRY(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
@@ -110,7 +118,10 @@ class Event {
     out.handle_.reset(e);
     return out;
   }
+  /// The event, still owned by this object; null where it holds none
+  /// (default-constructed or moved from).
   cudaEvent_t get() const noexcept { return handle_.get(); }
+  /// True when it holds an event.
   explicit operator bool() const noexcept { return handle_ != nullptr; }
 
  private:
@@ -143,7 +154,10 @@ class DeviceBuffer {
     CHUNKPIPE_CUDA_TRY(cudaMalloc(&p, bytes));
     buffer_ = detail::ResourceBuffer(p, bytes, buffer_alignment, &detail::free_device);
   }
+  /// The memory (device memory: not for the host to dereference); null
+  /// where it holds none.
   std::byte* data() const noexcept { return buffer_.data(); }
+  /// Its size in bytes; 0 where it holds none.
   std::size_t size() const noexcept { return buffer_.size(); }
 
  private:
@@ -176,7 +190,10 @@ class PinnedBuffer {
     CHUNKPIPE_CUDA_TRY(cudaMallocHost(&p, bytes));
     buffer_ = detail::ResourceBuffer(p, bytes, buffer_alignment, &detail::free_pinned);
   }
+  /// The memory, readable and writable by the host; null where it holds
+  /// none.
   std::byte* data() const noexcept { return buffer_.data(); }
+  /// Its size in bytes; 0 where it holds none.
   std::size_t size() const noexcept { return buffer_.size(); }
 
  private:
@@ -192,11 +209,18 @@ class PinnedArray {
 
  public:
   PinnedArray() = default;
+  /// `n` uninitialised elements from cudaMallocHost (none for 0). Blocks
+  /// while the memory is pinned; throws cuda_error if allocation fails.
   explicit PinnedArray(std::size_t n) : buffer_(n * sizeof(T)), size_(n) {}
+  /// The first element; null where it holds none.
   T* data() const noexcept { return reinterpret_cast<T*>(buffer_.data()); }
+  /// How many elements it holds.
   std::size_t size() const noexcept { return size_; }
+  /// Element `i`, not bounds-checked.
   T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  /// The first element, for range-for and algorithms.
   T* begin() const noexcept { return data(); }
+  /// One past the last element.
   T* end() const noexcept { return data() + size_; }
 
  private:
@@ -208,6 +232,9 @@ class PinnedArray {
 /// Throws cuda_error if the device cannot be selected.
 class DeviceGuard {
  public:
+  /// Makes `device` current (cudaSetDevice) unless it already is. Blocks
+  /// briefly (CUDA calls); throws cuda_error if the current device cannot
+  /// be read or `device` cannot be made current.
   explicit DeviceGuard(int device) {
     CHUNKPIPE_CUDA_TRY(cudaGetDevice(&previous_));
     if (device != previous_) {

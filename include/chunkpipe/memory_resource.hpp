@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// Memory from the program: the allocator interface a pipeline takes its
-// slot memory from (Options::device_memory, Options::pinned_memory), and
-// adapters that turn any object with CCCL's synchronous memory-resource
-// members (a cuda::mr resource, an RMM resource, one of your own) into it.
-// Host-only C++, no CUDA runtime calls. The cudaMallocAsync-pool resource,
-// which needs CUDA, is CudaPoolResource in memory.cuh.
+/// \file
+/// Memory from the program: the allocator interface a pipeline takes its
+/// slot memory from (Options::device_memory, Options::pinned_memory), and
+/// adapters that turn any object with CCCL's synchronous memory-resource
+/// members (a cuda::mr resource, an RMM resource, one of your own) into it.
+/// Host-only C++, no CUDA runtime calls. The cudaMallocAsync-pool resource,
+/// which needs CUDA, is CudaPoolResource in memory.cuh.
 #pragma once
 
 #include <cstddef>
@@ -85,6 +86,7 @@ struct has_allocate<R, std::void_t<decltype(static_cast<void*>(std::declval<R&>(
 /// `void deallocate(void* p, std::size_t bytes, std::size_t alignment)`
 /// (CCCL 3.0's cuda::mr::resource concept, RMM's resources up to 25.06), or
 /// the same as allocate_sync/deallocate_sync (later CCCL and RMM).
+/// \hideinitializer
 template <class R>
 inline constexpr bool is_memory_resource_like_v =
     detail::has_allocate_sync<R>::value || detail::has_allocate<R>::value;

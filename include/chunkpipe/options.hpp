@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Pipeline options, shared by the GPU pipeline and the host backend.
-// Host-only C++, no CUDA.
+/// \file
+/// Pipeline options, shared by the GPU pipeline and the host backend.
+/// Host-only C++, no CUDA.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -24,9 +25,10 @@ inline constexpr std::size_t default_chunk_elems = std::size_t{1} << 21;
 inline constexpr std::size_t default_grain_elems = std::size_t{1} << 21;
 
 /// Windows below this many elements (2 MiB of float) are host-bound on the
-/// GPU: on the H200 a chunk's CUDA calls take about 9 us to issue, the link
-/// moves 2 MiB each way in about 40 us, and below that the issuing thread,
-/// not the link, sets the pace. See Options::memory_elems.
+/// GPU: issuing a chunk's CUDA calls takes about the same host time at any
+/// size while the link's time shrinks with the chunk, and below this size
+/// the issuing thread, not the link, sets the pace (benchmarks/RESULTS.md,
+/// "A pipeline as a stream of runs"). See Options::memory_elems.
 inline constexpr std::size_t small_window_elems = std::size_t{1} << 19;
 
 /// How pageable host memory (a std::vector, say) crosses to the GPU. Pinned
@@ -77,9 +79,10 @@ struct Options {
   /// one ending in a Reduce or a Filter) on the
   /// GPU, in elements per slot buffer (slots x unit). A window smaller than
   /// default_grain_elems pays for its chunks there: below small_window_elems
-  /// the host's CUDA calls set the pace (about 9 us a chunk at 64 KiB on
-  /// the H200 against 1.2 us of link time), and above it each copy's fixed
-  /// cost (about 2.9 us, 4% of a 4 MiB copy) still does. Element-wise work
+  /// the host's CUDA calls set the pace (at 64 KiB, issuing a chunk takes
+  /// several times as long as moving it), and above it each copy's fixed
+  /// cost still does (benchmarks/RESULTS.md, "A pipeline as a stream of
+  /// runs" and "What the sweep shows"). Element-wise work
   /// cannot see chunk boundaries, so such a window is scheduled in units of
   /// up to default_grain_elems within this budget.
   /// 0: what the default window uses (default_depth x default_chunk_elems);
@@ -109,8 +112,9 @@ struct Options {
   /// run before it is still on the GPU, and whose every range continues
   /// where that run's ended (consecutive slices of the same arrays), is
   /// held and issued together with it and the runs after it, up to a unit:
-  /// each copy costs about 3 us besides its bytes on the H200, a sixth of a
-  /// 1 MiB copy, so 1 MiB runs one by one leave a fifth of the link idle.
+  /// each copy has a fixed cost besides its bytes, large next to a small
+  /// copy's, so small runs issued one by one leave much of the link idle
+  /// (benchmarks/RESULTS.md, "A pipeline as a stream of runs", runs 4 and 5).
   /// Only for pipelines of Map stages, which cannot see chunk boundaries;
   /// never for runs with after(...), with profile on, or under
   /// Executor::graphs. A held run is issued when the chunk is full, when
@@ -171,9 +175,10 @@ struct Options {
 };
 
 /// Staging threads per direction that a machine with enough cores gets by
-/// default. On the H200 machine (16 cores) 8 staged 1 GiB each way 3.7x
-/// faster than a plain pageable cudaMemcpyAsync; 4 gave 3.2x, 12 no more
-/// than 8 (benchmarks/RESULTS.md).
+/// default: on the 16-core test machine 8 staged several times faster than
+/// a plain pageable cudaMemcpyAsync, 4 were slower than 8, and 12 gained
+/// little or nothing over 8 (benchmarks/RESULTS.md, "Pageable memory
+/// (benchmarks/staging_bench)").
 inline constexpr int preferred_host_threads = 8;
 
 /// Staging threads per direction when Options::host_threads is 0:
@@ -188,7 +193,7 @@ inline int default_host_threads() noexcept {
 /// scheduled in (the window, or a grain of it) and how many slots of that
 /// unit the window's memory holds. See Options::grain_elems.
 struct Geometry {
-  Policy policy;
+  Policy policy;             ///< the schedule runs follow (resolved: never automatic)
   int depth;                 ///< slots of `chunk_elems` each
   std::size_t chunk_elems;   ///< scheduling unit
   int kernel_lanes = 1;      ///< streams per stage that runs start with (stage_streams; 1 otherwise)
@@ -208,11 +213,11 @@ inline constexpr std::size_t graph_min_chunks = 64;
 /// Largest unit (elements, of float) at which the automatic executor gives
 /// a stage_streams run a graph: 256 KiB, the largest whose copies the graph
 /// executor makes kernels. With copy nodes (1 and 4 MiB units) a
-/// stage_streams graph replayed 0.9 to 3.4% slower than the same runs on
-/// streams on the H200, and so did CUDA's own capture of that schedule
+/// stage_streams graph replayed slower than the same runs on streams, and
+/// so did CUDA's own capture of that schedule
 /// (benchmarks/probes/graph_edges.cu); slot_streams and serial graphs were
 /// as fast or faster up to small_window_elems (benchmarks/RESULTS.md,
-/// "CUDA graphs").
+/// "CUDA graphs", run 4).
 inline constexpr std::size_t stage_graph_max_elems = std::size_t{1} << 16;
 
 /// Runs of one shape (element count) the automatic executor issues on
@@ -333,8 +338,9 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
   if (chosen && all_elementwise && target == Target::device && o.chunk_elems < grain) {
     // Coarser units in the same ring: per-chunk costs (the host's calls,
     // each copy's fixed cost) are what bound a small window on the GPU, and
-    // no Map stage can tell. On the H200 at 512 FMAs a 4 MiB window reached
-    // 0.952 of the floor in 4 MiB units and the default window 0.971.
+    // no Map stage can tell. At 512 FMAs a 4 MiB window in 4 MiB units came
+    // further from the floor than the default window (benchmarks/RESULTS.md,
+    // "Kernel lanes").
     const std::size_t budget = o.memory_elems != 0 ? o.memory_elems : default_chunk_elems * default_depth;
     const std::size_t unit = std::min(grain, budget / static_cast<std::size_t>(r.depth)) / m * m;
     if (unit > o.chunk_elems) g.chunk_elems = unit;

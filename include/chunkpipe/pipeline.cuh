@@ -1,26 +1,36 @@
 // SPDX-License-Identifier: MIT
-// chunkpipe: stream host data through the GPU in chunks, so that copies in,
-// kernels and copies out of different chunks overlap.
-//
-//   #include <chunkpipe/pipeline.cuh>
-//
-//   struct Fma {
-//     float a, b;
-//     __device__ float operator()(float x) const { return fmaf(x, a, b); }
-//   };
-//   chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma>> pipe({.chunk_elems = 4 << 20, .depth = 3},
-//                                                        chunkpipe::Map<Fma>{{0.999f, 0.0625f}});
-//   pipe.run(in, out);   // host ranges, pinned or pageable
-//
-// This umbrella header brings in everything: the plan (plan.hpp), the hazard
-// check (hazards.hpp), stages (stage.hpp), ranges (io.hpp), options
-// (options.hpp), reports (report.hpp), folding runs' results (result.hpp),
-// the simulator (simulate.hpp), the decision (decide.hpp), the CUDA
-// resources (memory.cuh), run tickets and after() (run_ticket.cuh), and the
-// machinery behind ChunkedPipeline in detail/: the driver (driver.hpp), the
-// CUDA stream executor (stream_executor.cuh), the CUDA graph executor
-// (graph_executor.cuh) and the glue between them (cuda_runner.cuh). The host backend (host_backend.hpp) needs no CUDA and is
-// included separately.
+/// \file
+/// The umbrella header: ChunkedPipeline streams host data through the GPU in
+/// chunks, so that copies in, kernels and copies out of different chunks
+/// overlap.
+///
+/// \code
+/// #include <chunkpipe/pipeline.cuh>
+///
+/// struct Fma {
+///   float a, b;
+///   __device__ float operator()(float x) const { return fmaf(x, a, b); }
+/// };
+/// chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma>> pipe({.chunk_elems = 4 << 20, .depth = 3},
+///                                                      chunkpipe::Map<Fma>{{0.999f, 0.0625f}});
+/// pipe.run(in, out);   // host ranges, pinned or pageable
+/// \endcode
+///
+/// This umbrella header brings in ChunkedPipeline and what its runs take and
+/// give: the plan (plan.hpp), the hazard check (hazards.hpp), stages
+/// (stage.hpp), ranges, sources and sinks (io.hpp), options (options.hpp,
+/// memory_resource.hpp), reports (report.hpp), folding runs' results
+/// (result.hpp), the simulator (simulate.hpp), the decision (decide.hpp),
+/// errors (errors.hpp, cuda_error.cuh), the CUDA resources (memory.cuh),
+/// measurements of the link and of a stage (measure.cuh), run tickets and
+/// after() (run_ticket.cuh), the version (version.hpp), and the machinery
+/// behind ChunkedPipeline in detail/: the driver (driver.hpp), the CUDA
+/// stream executor (stream_executor.cuh), the CUDA graph executor
+/// (graph_executor.cuh) and the glue between them (cuda_runner.cuh).
+/// Included separately: files and generators (files.hpp), shares of a range
+/// (shard.hpp), storage rates (storage.hpp), Thrust in a ChunkFn
+/// (thrust.cuh), and the host backend (host_backend.hpp), which needs no
+/// CUDA.
 #pragma once
 
 // A host compiler gets one #error here, and nothing below it.
@@ -87,7 +97,12 @@ class ChunkedPipeline {
   ChunkedPipeline(Options options, Stages... stages)
       : runner_(std::make_unique<detail::CudaRunner<Stages...>>(options, std::move(stages)...)) {}
 
+  /// Takes `other`'s slots, streams, threads and runs in flight; `other`
+  /// may then only be destroyed or assigned to. Never blocks.
   ChunkedPipeline(ChunkedPipeline&&) noexcept = default;
+  /// Waits for this pipeline's runs in flight and frees its resources, as
+  /// the destructor does, then takes `other`'s; `other` may then only be
+  /// destroyed or assigned to. Never throws.
   ChunkedPipeline& operator=(ChunkedPipeline&&) noexcept = default;
 
   /// Waits for every run in flight (ignoring their errors, which their
@@ -189,9 +204,10 @@ class ChunkedPipeline {
   ///
   /// Under Executor::graphs (or the automatic executor's choice) the first
   /// run of a length builds and instantiates its graph on the issuing
-  /// thread, inside run_async() when the run is issued there: about 0.4 s
-  /// for 16384 chunks on the H200, 13 ms for 1024; later runs of that
-  /// length launch it (graph_stats()).
+  /// thread, inside run_async() when the run is issued there, at a host
+  /// cost that grows with the run's chunks (benchmarks/RESULTS.md, "CUDA
+  /// graphs"); later runs of that length launch it. graph_stats() says what
+  /// the last build cost.
   ///
   /// Throws config_error for bad ranges and pipeline_error for an unusable
   /// pipeline, before anything is queued; cuda_error if CUDA fails. The
@@ -381,7 +397,7 @@ struct PinnedPieceBuffer {
 /// emitted more (after placing what fits, with one pipeline's message), and
 /// the first error of any member.
 template <class... Stages>
-using SpreadPipeline = detail::Spread<ChunkedPipeline<Stages...>, detail::PinnedPieceBuffer>;
+using SpreadPipeline = CHUNKPIPE_UNSPECIFIED(detail::Spread<ChunkedPipeline<Stages...>, detail::PinnedPieceBuffer>);
 
 /// Builds a ChunkedPipeline, deducing the stage types:
 ///   auto pipe = chunkpipe::make_pipeline(opts, chunkpipe::map(Fma{a, b}));

@@ -1,20 +1,21 @@
 // SPDX-License-Identifier: MIT
-// The plan: a pipeline's schedule as plain data. Host-only C++, no CUDA.
-//
-// A plan lists, in the order they are issued, the operations every chunk
-// goes through (host-in, H2D, each stage, D2H, host-out), each with the slot
-// whose buffers it uses, the queue it runs on (a CUDA stream or a host worker
-// thread) and the earlier operations on other queues it must wait for.
-// Operations on one queue run in issue order; that and the waits are the only
-// ordering there is. Because a plan is data it can be printed, checked for
-// hazards (hazards.hpp), simulated (simulate.hpp) and executed, on the GPU
-// (pipeline.cuh) or on the CPU (host_backend.hpp), all from the same ops.
-//
-// Policies decide only which queue each operation runs on. The waits are not
-// written by hand: PlanBuilder derives them from which slot buffers each
-// operation reads and writes, adding a wait exactly where queue order does
-// not already order two conflicting accesses. check_hazards() then verifies
-// the result independently, from the plan's edges alone.
+/// \file
+/// The plan: a pipeline's schedule as plain data. Host-only C++, no CUDA.
+///
+/// A plan lists, in the order they are issued, the operations every chunk
+/// goes through (host-in, H2D, each stage, D2H, host-out), each with the slot
+/// whose buffers it uses, the queue it runs on (a CUDA stream or a host worker
+/// thread) and the earlier operations on other queues it must wait for.
+/// Operations on one queue run in issue order; that and the waits are the only
+/// ordering there is. Because a plan is data it can be printed, checked for
+/// hazards (hazards.hpp), simulated (simulate.hpp) and executed, on the GPU
+/// (pipeline.cuh) or on the CPU (host_backend.hpp), all from the same ops.
+///
+/// Policies decide only which queue each operation runs on. The waits are not
+/// written by hand: PlanBuilder derives them from which slot buffers each
+/// operation reads and writes, adding a wait exactly where queue order does
+/// not already order two conflicting accesses. check_hazards() then verifies
+/// the result independently, from the plan's edges alone.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -100,14 +101,14 @@ struct PlanShape {
 
 /// One queue of a plan.
 struct Queue {
-  QueueKind kind;
-  std::string name;
+  QueueKind kind;    ///< a CUDA stream or a host worker thread
+  std::string name;  ///< for printing: "h2d", "stage 0", "stream 1", "host in", ...
 };
 
 /// One operation of every chunk: what it does and which plan buffers of its
 /// slot it reads and writes.
 struct Step {
-  OpKind kind;
+  OpKind kind;               ///< what the step does
   int stage = -1;            ///< stage index when kind == OpKind::stage
   int ahead = 0;             ///< issued this many chunks early (host_in only)
   std::vector<int> reads;    ///< indices into Plan::buffers
@@ -122,9 +123,9 @@ struct Op {
   std::size_t id = 0;        ///< position in issue order
   std::size_t chunk = 0;     ///< numbered across the runs of a schedule
   int step = 0;              ///< index into Plan::steps
-  OpKind kind = OpKind::h2d;
-  int stage = -1;
-  int slot = 0;
+  OpKind kind = OpKind::h2d; ///< what it does (its step's kind)
+  int stage = -1;            ///< stage index when kind == OpKind::stage, else -1
+  int slot = 0;              ///< the slot whose buffers it uses: chunk % depth
   int queue = 0;             ///< index into Plan::queues
   std::vector<std::size_t> waits;  ///< ids of earlier ops that must finish first
   /// Whether a later op may wait for this one, so an executor must record
@@ -158,12 +159,12 @@ struct RunSpec {
 /// One run of a plan: a range of chunks and of ops, issued after every op
 /// of the runs before it.
 struct PlanRun {
-  std::size_t first_chunk = 0;
+  std::size_t first_chunk = 0;  ///< its first chunk's number (chunks are numbered across runs)
   std::size_t chunks = 0;    ///< chunks with ops beyond host-in (the last may carry no elements)
   std::size_t first_op = 0;  ///< the run's ops are ids [first_op, first_op + ops)
-  std::size_t ops = 0;
-  bool stage_in = false;
-  bool stage_out = false;
+  std::size_t ops = 0;       ///< how many ops the run has
+  bool stage_in = false;     ///< the run stages its inputs through pinned slots
+  bool stage_out = false;    ///< the run stages its outputs through pinned slots
   std::size_t elems = 0;     ///< as in RunSpec; for a run a Source ended, what it produced (driver.hpp)
   int kernel_lanes = 1;      ///< the lanes its stage ops took turns on (1 but for stage_streams)
   /// Ops whose completion implies that of every op of the run: the last op
@@ -174,12 +175,12 @@ struct PlanRun {
 
 /// A schedule: one run, or several in a row (a pipeline's runs), as data.
 struct Plan {
-  Policy policy = Policy::serial;
-  int depth = 1;
-  PlanShape shape;
+  Policy policy = Policy::serial;    ///< the policy it follows (never automatic)
+  int depth = 1;                     ///< slots in the ring
+  PlanShape shape;                   ///< what it was planned for, as PlanBuilder normalised it
   std::size_t chunks = 0;            ///< chunk numbers used: the last op's chunk + 1, over all runs
-  std::vector<Queue> queues;
-  std::vector<Step> steps;
+  std::vector<Queue> queues;         ///< the queues; Op::queue indexes them
+  std::vector<Step> steps;           ///< what every chunk goes through; Op::step indexes them
   std::vector<std::string> buffers;  ///< names of the per-slot buffers
   std::vector<Op> ops;               ///< in issue order; ops[i].id == i
   std::vector<PlanRun> runs;         ///< in issue order
@@ -193,21 +194,27 @@ struct Plan {
 
 /// The policy and depth a request resolves to. `automatic` becomes
 /// stage_streams; depth 0 becomes default_depth; serial always has depth 1.
-/// Throws config_error for a negative depth.
 struct Resolved {
-  Policy policy;
-  int depth;
+  Policy policy;  ///< never automatic
+  int depth;      ///< at least 1; 1 for serial
 };
+/// Resolves `policy` and `depth` as Resolved says. Never blocks; throws
+/// config_error for a negative depth.
 Resolved resolve(Policy policy, int depth);
 
 /// Ops of one issue tick, kept from tick to tick: the Op objects (and their
 /// wait lists) are reused, so planning in steady state allocates nothing.
 class OpBatch {
  public:
+  /// Ops in the batch.
   std::size_t size() const noexcept { return size_; }
+  /// True when it holds no op.
   bool empty() const noexcept { return size_ == 0; }
+  /// Op `i`, below size(); not bounds-checked.
   const Op& operator[](std::size_t i) const noexcept { return ops_[i]; }
+  /// The first op, for range-for; valid until the next add().
   const Op* begin() const noexcept { return ops_.data(); }
+  /// One past the last op.
   const Op* end() const noexcept { return ops_.data() + size_; }
   /// Forgets the ops, keeping their storage.
   void clear() noexcept { size_ = 0; }
@@ -238,11 +245,18 @@ class PlanBuilder {
   /// wrong length, or Policy::automatic (resolve() it first).
   PlanBuilder(Policy policy, int depth, PlanShape shape);
 
+  /// The policy it plans (never automatic).
   Policy policy() const noexcept { return policy_; }
+  /// Slots in the ring.
   int depth() const noexcept { return depth_; }
+  /// The shape it plans for, normalised: in_place filled in where it was
+  /// empty, stage_out set where variable_out is.
   const PlanShape& shape() const noexcept { return shape_; }
+  /// The queues its ops go on; Op::queue indexes them.
   const std::vector<Queue>& queues() const noexcept { return queues_; }
+  /// What every chunk goes through; Op::step indexes them.
   const std::vector<Step>& steps() const noexcept { return steps_; }
+  /// Names of the per-slot buffers; Step::reads and Step::writes index them.
   const std::vector<std::string>& buffers() const noexcept { return buffers_; }
   /// The largest `ahead` of any step.
   int max_ahead() const noexcept { return max_ahead_; }
@@ -378,7 +392,7 @@ Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vect
 /// plan.ops[i]; deps[i] lists the nodes it follows, ascending, without
 /// duplicates.
 struct PlanGraph {
-  std::vector<std::vector<std::size_t>> deps;
+  std::vector<std::vector<std::size_t>> deps;  ///< deps[i]: the nodes node i follows
 };
 
 /// The graph a graph executor builds from `plan`: each op depends on its
@@ -391,9 +405,11 @@ struct PlanGraph {
 /// not issued before it), and std::bad_alloc.
 PlanGraph graph_of(const Plan& plan);
 
-
+/// The policy's name: "serial", "slot_streams", "stage_streams" or "auto".
 std::string_view to_string(Policy policy) noexcept;
+/// The kind's name: "host-in", "h2d", "stage", "d2h" or "host-out".
 std::string_view to_string(OpKind kind) noexcept;
+/// The executor's name: "auto", "streams" or "graphs".
 std::string_view to_string(Executor executor) noexcept;
 /// Parses "streams", "graphs" or "auto"/"automatic". Throws config_error
 /// naming the accepted values.

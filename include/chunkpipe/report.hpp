@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Reports: what happened in a run (measured with CUDA events) or what the
-// simulator predicts for a plan, in one type, so the same writers draw both.
-// Host-only C++, no CUDA.
+/// \file
+/// Reports: what happened in a run (measured with CUDA events) or what the
+/// simulator predicts for a plan, in one type, so the same writers draw both.
+/// Host-only C++, no CUDA.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -17,13 +18,13 @@ namespace chunkpipe {
 /// One operation with its start and end.
 struct TimedOp {
   std::size_t id = 0;         ///< op id in the plan (issue order)
-  std::size_t chunk = 0;
-  OpKind kind = OpKind::h2d;
+  std::size_t chunk = 0;      ///< Op::chunk in a prediction; in a measured run, its index in the run
+  OpKind kind = OpKind::h2d;  ///< what it did
   int stage = -1;             ///< stage index when kind == OpKind::stage
-  int slot = 0;
+  int slot = 0;               ///< the slot whose buffers it used
   int queue = 0;              ///< index into Report::queues
   double start_ms = 0.0;      ///< from the start of the run
-  double end_ms = 0.0;
+  double end_ms = 0.0;        ///< from the start of the run
   std::size_t bytes = 0;      ///< bytes the op moved (0 for stages)
   std::size_t elems = 0;      ///< elements of its chunk
   int device = 0;             ///< a spread run's member that ran it (Report::devices); 0 otherwise
@@ -32,9 +33,9 @@ struct TimedOp {
 /// A link between host and device: one-way and two-way bandwidths and the
 /// fixed cost of one copy. GB/s are 1e9 bytes per second.
 struct LinkModel {
-  std::string name;
-  double h2d_gbps = 0.0;
-  double d2h_gbps = 0.0;
+  std::string name;           ///< for printing: a machine's or device's name, or why there is no link
+  double h2d_gbps = 0.0;      ///< host to device, one way; 0: unknown
+  double d2h_gbps = 0.0;      ///< device to host, one way; 0: unknown
   double both_gbps = 0.0;     ///< total when both directions run at once
   double latency_us = 0.0;    ///< per copy
   int copy_engines = 2;       ///< 1: H2D and D2H share one engine and never overlap
@@ -44,15 +45,15 @@ struct LinkModel {
 struct Report {
   bool predicted = false;     ///< true when the simulator made it
   std::string label;          ///< e.g. "stage_streams, depth 3" or a machine's name
-  Policy policy = Policy::serial;
-  int depth = 1;
-  std::size_t chunk_elems = 0;
-  std::size_t chunks = 0;
-  std::size_t elems = 0;
+  Policy policy = Policy::serial;  ///< the schedule's policy
+  int depth = 1;              ///< slots in its ring
+  std::size_t chunk_elems = 0;  ///< elements per chunk (the scheduling unit)
+  std::size_t chunks = 0;     ///< chunks in the run
+  std::size_t elems = 0;      ///< elements in the run
   std::size_t bytes_in = 0;   ///< bytes copied host to device
   std::size_t bytes_out = 0;  ///< bytes copied device to host
-  std::vector<Queue> queues;
-  std::vector<TimedOp> ops;
+  std::vector<Queue> queues;  ///< the queues its ops ran on; TimedOp::queue indexes them
+  std::vector<TimedOp> ops;   ///< the ops timed (or predicted), with their start and end
   /// The link the floor is computed against; bandwidths of 0 mean unknown,
   /// and then no floor or efficiency is shown. A name with bandwidths of 0
   /// says why there is no link (a host-backend run's: its copies are
@@ -62,7 +63,7 @@ struct Report {
   /// and ran on streams says why in executor_note; a profiled run always
   /// runs on streams, since it times each op with events there.
   Executor executor = Executor::streams;
-  std::string executor_note;
+  std::string executor_note;  ///< why a run that asked for graphs ran on streams; empty otherwise
   /// For a run issued after the automatic policy's calibration decided
   /// (ChunkedPipeline::decision()): why it got the kernel lanes it has.
   std::string decision;
@@ -85,15 +86,15 @@ struct Report {
   /// its epoch), which lines up the clocks of several pipelines (a spread
   /// run's members) to within the launch latency. 0 and 0 where unknown.
   double clock_ms = 0.0;
-  long long clock_zero_ns = 0;
+  long long clock_zero_ns = 0;  ///< the profiling clock's zero on the host's steady clock, in ns (see clock_ms)
 };
 
 /// A graph run's plan and the edges of the CUDA graph built for it, read
 /// back from CUDA (ChunkedPipeline::issued_graph(), with
 /// Options::record_issued): what check_hazards(plan, graph) proves safe.
 struct IssuedGraph {
-  Plan plan;
-  PlanGraph graph;
+  Plan plan;        ///< the plan the graph was built from
+  PlanGraph graph;  ///< the graph's edges, as CUDA reports them
 };
 
 /// What a pipeline's graph executor has done so far

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
-// Results of pipelines that fold a run into one value (a Reduce or an
-// Accumulate as the last stage, stage.hpp), or whose last stage emits a
-// count (Filter, Emit): the ticket run_async returns, and how a run's
-// records become its result. Host-only C++.
-//
-//   auto pipe = chunkpipe::make_pipeline({}, chunkpipe::reduce(0.0f, Plus{}));
-//   float sum = pipe.run(x);                    // blocks
-//   auto ticket = pipe.run_async(y);            // does not
-//   float later = ticket.get();
+/// \file
+/// Results of pipelines that fold a run into one value (a Reduce or an
+/// Accumulate as the last stage, stage.hpp), or whose last stage emits a
+/// count (Filter, Emit): the ticket run_async returns, and how a run's
+/// records become its result. Host-only C++.
+///
+/// \code
+/// auto pipe = chunkpipe::make_pipeline({}, chunkpipe::reduce(0.0f, Plus{}));
+/// float sum = pipe.run(x);                    // blocks
+/// auto ticket = pipe.run_async(y);            // does not
+/// float later = ticket.get();
+/// \endcode
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -192,9 +195,11 @@ template <class R, class Ticket>
 class ResultTicket {
  public:
   ResultTicket() = default;
-  /// For chunkpipe's pipelines.
+  /// \cond CHUNKPIPE_INTERNAL
+  // For chunkpipe's pipelines.
   ResultTicket(Ticket ticket, std::shared_ptr<detail::ResultOf<R>> folding)
       : ticket_(std::move(ticket)), folding_(std::move(folding)) {}
+  /// \endcond
 
   /// Blocks until the run is complete and returns its result: a folding
   /// run's, folding its records on the first call (microseconds per

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// RunTicket: the handle run_async() returns, the state of one run behind
-// it, and after(...), which orders a run after other GPU work.
+/// \file
+/// RunTicket: the handle run_async() returns, the state of one run behind
+/// it, and after(...), which orders a run after other GPU work.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -377,8 +378,10 @@ struct After {
 class RunTicket {
  public:
   RunTicket() = default;
-  /// For chunkpipe's pipelines.
+  /// \cond CHUNKPIPE_INTERNAL
+  // For chunkpipe's pipelines.
   explicit RunTicket(std::shared_ptr<detail::RunState> state) : state_(std::move(state)) {}
+  /// \endcond
 
   /// Blocks until the run is complete: every output written, every stream
   /// and host task of the run finished; then finishes its Sink. Throws the
@@ -419,6 +422,8 @@ class RunTicket {
     state_->wait_issued();
     return state_->executor;
   }
+  /// Why a run that asked for graphs ran on streams; empty otherwise.
+  /// Blocks as executor() does.
   std::string executor_note() const {
     if (!state_) return {};
     state_->issue_if_held();
@@ -436,8 +441,10 @@ class RunTicket {
     return state_->report;
   }
 
-  /// For chunkpipe's pipelines: the run behind the ticket.
+  /// \cond CHUNKPIPE_INTERNAL
+  // For chunkpipe's pipelines: the run behind the ticket.
   const std::shared_ptr<detail::RunState>& state() const noexcept { return state_; }
+  /// \endcond
 
  private:
   std::shared_ptr<detail::RunState> state_;

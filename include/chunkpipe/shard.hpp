@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
-// Sharding: which part of a range of elements one of several processes
-// (MPI ranks, or any workers that know their index and count) takes.
-// Host-only, no CUDA, no MPI: the caller says who it is.
-//
-//   const chunkpipe::Shard mine = chunkpipe::shard(n, rank, size);
-//   auto in  = chunkpipe::file_source<float>(path, {mine.first, mine.count});
-//   auto out = chunkpipe::file_sink<float>(out_path, {.temporary = false, .first = mine.first, .shared = true});
-//   // (one process makes out_path empty before any writes: a shared sink never truncates)
+/// \file
+/// Sharding: which part of a range of elements one of several processes
+/// (MPI ranks, or any workers that know their index and count) takes.
+/// Host-only, no CUDA, no MPI: the caller says who it is.
+///
+/// \code
+/// const chunkpipe::Shard mine = chunkpipe::shard(n, rank, size);
+/// auto in  = chunkpipe::file_source<float>(path, {mine.first, mine.count});
+/// auto out = chunkpipe::file_sink<float>(out_path, {.temporary = false, .first = mine.first, .shared = true});
+/// // (one process makes out_path empty before any writes: a shared sink never truncates)
+/// \endcode
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -18,8 +21,8 @@ namespace chunkpipe {
 
 /// A contiguous share of a range: elements [first, first + count).
 struct Shard {
-  std::size_t first = 0;
-  std::size_t count = 0;
+  std::size_t first = 0;  ///< index of the share's first element
+  std::size_t count = 0;  ///< elements in the share (0: an empty share)
 };
 
 /// Share `rank` of `size` shares of `n` elements: contiguous, in rank

@@ -1,30 +1,31 @@
 // SPDX-License-Identifier: MIT
-// The simulator: runs a plan against a model of the machine and predicts its
-// timeline, without a GPU. Host-only C++, no CUDA.
-//
-// The model: the GPU has an H2D copy engine, a D2H copy engine and the SMs,
-// and they work at the same time; what serialises work is the plan's
-// queues and waits, not the hardware. A copy costs latency + bytes /
-// bandwidth, and when both directions run at once they share the link's
-// two-way bandwidth, which on PCIe is less than the sum of the two one-way
-// figures. A kernel costs its elements times a per-element time. That is
-// enough for the arithmetic of chunked pipelines: a serial schedule costs
-// the sum of the stages, a deep pipeline costs fill + N x the slowest stage
-// + drain, and a two-slot double buffer (two streams, each running its own
-// chunks copy in, kernel, copy out) costs about half the serial chain, not
-// the slowest stage.
-//
-// A kernel's last wave leaves SMs idle (Machine::kernel_tail_elems): the
-// next kernel of its stream waits for it, a kernel of another stream may
-// start (kernel lanes, slot_streams), which is the whole difference
-// between one kernel stream and several for a compute-bound stage.
-//
-// The host issues device ops one after another (Machine::host_issue_us),
-// and no op starts before it is issued.
-//
-// What it leaves out: caches, clocks, host work beyond issuing (events
-// waited on by host threads cost nothing there), and kernels that share
-// the SMs otherwise; apart from tails, one kernel has the SMs at a time.
+/// \file
+/// The simulator: runs a plan against a model of the machine and predicts its
+/// timeline, without a GPU. Host-only C++, no CUDA.
+///
+/// The model: the GPU has an H2D copy engine, a D2H copy engine and the SMs,
+/// and they work at the same time; what serialises work is the plan's
+/// queues and waits, not the hardware. A copy costs latency + bytes /
+/// bandwidth, and when both directions run at once they share the link's
+/// two-way bandwidth, which on PCIe is less than the sum of the two one-way
+/// figures. A kernel costs its elements times a per-element time. That is
+/// enough for the arithmetic of chunked pipelines: a serial schedule costs
+/// the sum of the stages, a deep pipeline costs fill + N x the slowest stage
+/// + drain, and a two-slot double buffer (two streams, each running its own
+/// chunks copy in, kernel, copy out) costs about half the serial chain, not
+/// the slowest stage.
+///
+/// A kernel's last wave leaves SMs idle (Machine::kernel_tail_elems): the
+/// next kernel of its stream waits for it, a kernel of another stream may
+/// start (kernel lanes, slot_streams), which is the whole difference
+/// between one kernel stream and several for a compute-bound stage.
+///
+/// The host issues device ops one after another (Machine::host_issue_us),
+/// and no op starts before it is issued.
+///
+/// What it leaves out: caches, clocks, host work beyond issuing (events
+/// waited on by host threads cost nothing there), and kernels that share
+/// the SMs otherwise; apart from tails, one kernel has the SMs at a time.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -57,8 +58,9 @@ struct Machine {
   /// Host time to issue one device op (a copy or a kernel with its waits
   /// and events), in microseconds: one thread issues them in plan order,
   /// and an op cannot start before it is issued. That is what bounds small
-  /// chunks: at a 64 KiB window a chunk's copies take about 1.2 us each
-  /// way on the H200, its issue about 9. 0: the host is never the limit.
+  /// chunks: at a 64 KiB window issuing a chunk takes several times as long
+  /// as its copies (benchmarks/RESULTS.md, "CUDA graphs"). 0: the host is
+  /// never the limit.
   double host_issue_us = 0.0;
   /// The storage a file Source reads and a file Sink writes, in GB/s for
   /// the host's team of threads together (measure_storage() in storage.hpp):
@@ -68,7 +70,7 @@ struct Machine {
   /// end, as a durable file_sink pays it. 0: unknown, and such workloads
   /// are refused.
   double storage_read_gbps = 0.0;
-  double storage_write_gbps = 0.0;
+  double storage_write_gbps = 0.0;  ///< the write rate, fsync included (see storage_read_gbps)
 };
 
 /// The work a plan's ops do.
@@ -126,9 +128,9 @@ Report simulate(const Plan& plan, const Workload& work, const Machine& machine);
 /// work.stage_ns_per_elem, no host staging, and enough chunks of
 /// work.chunk_elems for work.elems, then simulates it. It does not split
 /// the window into grains as a pipeline's automatic policy does: to predict
-/// that, pass the policy, depth and chunk_elems of
-/// detail::resolve_geometry(options, true, detail::Target::device). Throws what resolve(),
-/// make_plan() and simulate() throw.
+/// that, pass the policy, depth and chunk_elems of the pipeline's
+/// geometry() (ChunkedPipeline::geometry(), which has resolved them). Throws
+/// what resolve(), make_plan() and simulate() throw.
 Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine);
 
 /// What spreading one run over several devices (SpreadPipeline) is
@@ -179,24 +181,24 @@ Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_
 /// definitions (detail/simulate.inl).
 namespace machines {
 
-/// An NVIDIA H200 on PCIe Gen5 x16. Link figures measured on the project's
-/// H200 test machine on 2026-11-29 with pinned memory, 1 GiB per figure:
-/// about 54.5 GB/s each way and 98.5 GB/s in total both ways at once (see
-/// benchmarks/RESULTS.md, whose double_buffer component passes of that day
-/// read 55.3, 55.1 and 101.0 GB/s); asyncEngineCount 3. Kernel tails and
-/// the host's issue cost measured 2026-12-02 (detail/simulate.inl says
-/// how). Per-copy latency, per-op overhead and the host copy rate are
+/// An NVIDIA H200 on PCIe Gen5 x16: the link's bandwidths, one way and
+/// both ways at once, as measured with pinned memory on the project's H200
+/// test machine (benchmarks/RESULTS.md, "The lesson's benchmark
+/// (examples/double_buffer)"); asyncEngineCount 3. Kernel tails and the
+/// host's issue cost measured there too (benchmarks/RESULTS.md, "Kernel
+/// lanes"); detail/simulate.inl gives each figure and says how it was
+/// chosen. Per-copy latency, per-op overhead and the host copy rate are
 /// assumed until measured.
 Machine h200_pcie5();
 
 /// An NVIDIA Tesla T4 on PCIe Gen3 x16. Bandwidths from a published
-/// benchmark table's one-way passes over 1 GiB of pinned memory in 64 MiB
-/// chunks, "h2d only" 87.809 ms and "d2h only" 82.444 ms (12.23 and
-/// 13.02 GB/s; the table of the double-buffering lesson that
-/// examples/double_buffer.cu rebuilds); asyncEngineCount 3. No two-way
-/// figure was measured, so both directions at once are assumed to get the
-/// sum; latency and overhead are 0 because the passes' times already
-/// include them. Host staging is not modelled (host_copy_gbps 0).
+/// benchmark table's one-way passes ("h2d only", "d2h only") over 1 GiB of
+/// pinned memory in 64 MiB chunks: the table of the double-buffering lesson
+/// that examples/double_buffer.cu rebuilds (detail/simulate.inl gives the
+/// figures); asyncEngineCount 3. No two-way figure was measured, so both
+/// directions at once are assumed to get the sum; latency and overhead are
+/// 0 because the passes' times already include them. Host staging is not
+/// modelled (host_copy_gbps 0).
 Machine t4_pcie3();
 
 }  // namespace machines

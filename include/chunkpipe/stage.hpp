@@ -1,30 +1,33 @@
 // SPDX-License-Identifier: MIT
-// Stages: how user work enters a pipeline. Host-only C++ (CCCL's span,
-// tuple and stream_ref, which need only the CUDA runtime's declarations), so
-// the host backend and the planner can use the same types as the GPU
-// executor.
-//
-//   struct Fma {
-//     float a, b;
-//     CHUNKPIPE_HOST_DEVICE float operator()(float x) const { return fmaf(x, a, b); }
-//   };
-//   chunkpipe::Map<Fma>              element-wise; the library writes the kernel
-//   chunkpipe::ChunkFn<Sort>         a whole chunk at a time, in place
-//   chunkpipe::ChunkFn<Pack, int8_t> a whole chunk, into a new int8_t buffer
-//   chunkpipe::reduce(0.f, Plus{})   the whole run folded into one value
-//   chunkpipe::accumulate(Hist{}, fill, merge)  a State per chunk, merged in order
-//   chunkpipe::per_chunk(Hist{}, fill)          a State per chunk, all returned
-//   chunkpipe::filter(IsError{})     the elements a predicate keeps, packed
-//   chunkpipe::emit<Rec>(parse)      a chunk in, up to as many elements out
-//
-// Reduce, Accumulate and PerChunk emit records, not elements: one per
-// segment of the run (Reduce) or one per chunk (the others). Filter and
-// Emit emit a count the GPU decides. Such a stage must be the last; only
-// what it emits crosses back over the link.
-//
-// Element types flow from the run's inputs through the stages: a Map's
-// outputs are what its functor returns (a ::cuda::std::tuple for several),
-// a ChunkFn's are the types it names, or its inputs' when it names none.
+/// \file
+/// Stages: how user work enters a pipeline. Host-only C++ (CCCL's span,
+/// tuple and stream_ref, which need only the CUDA runtime's declarations), so
+/// the host backend and the planner can use the same types as the GPU
+/// executor.
+///
+/// \code
+/// struct Fma {
+///   float a, b;
+///   CHUNKPIPE_HOST_DEVICE float operator()(float x) const { return fmaf(x, a, b); }
+/// };
+/// chunkpipe::Map<Fma>              element-wise; the library writes the kernel
+/// chunkpipe::ChunkFn<Sort>         a whole chunk at a time, in place
+/// chunkpipe::ChunkFn<Pack, int8_t> a whole chunk, into a new int8_t buffer
+/// chunkpipe::reduce(0.f, Plus{})   the whole run folded into one value
+/// chunkpipe::accumulate(Hist{}, fill, merge)  a State per chunk, merged in order
+/// chunkpipe::per_chunk(Hist{}, fill)          a State per chunk, all returned
+/// chunkpipe::filter(IsError{})     the elements a predicate keeps, packed
+/// chunkpipe::emit<Rec>(parse)      a chunk in, up to as many elements out
+/// \endcode
+///
+/// Reduce, Accumulate and PerChunk emit records, not elements: one per
+/// segment of the run (Reduce) or one per chunk (the others). Filter and
+/// Emit emit a count the GPU decides. Such a stage must be the last; only
+/// what it emits crosses back over the link.
+///
+/// Element types flow from the run's inputs through the stages: a Map's
+/// outputs are what its functor returns (a ::cuda::std::tuple for several),
+/// a ChunkFn's are the types it names, or its inputs' when it names none.
 #pragma once
 
 #include <cuda/std/span>
@@ -46,6 +49,7 @@
 #define CHUNKPIPE_HOST_DEVICE
 #endif
 
+/// \cond CHUNKPIPE_INTERNAL
 // CHUNKPIPE_WHEN(cond), last in a template's parameter list: the overload
 // exists only where `cond` (a constant of the class) holds. The dummy type
 // parameter makes `cond` depend on the call, as enable_if needs, and `cond`
@@ -60,12 +64,23 @@
   , class chunkpipe_when_ = void, std::enable_if_t<(__VA_ARGS__) && std::is_void<chunkpipe_when_>::value, int> = 0
 #endif
 
+// CHUNKPIPE_UNSPECIFIED(type): `type`, a detail:: type in a public
+// declaration (an alias's target, a return type's argument), which the
+// reference shows as `unspecified`: a reader cannot look it up, and the
+// doc block says what it does.
+#if defined(CHUNKPIPE_DOXYGEN)
+#define CHUNKPIPE_UNSPECIFIED(...) unspecified
+#else
+#define CHUNKPIPE_UNSPECIFIED(...) __VA_ARGS__
+#endif
+/// \endcond
+
 namespace chunkpipe {
 
 /// A list of element types.
 template <class... T>
 struct types {
-  static constexpr std::size_t size = sizeof...(T);
+  static constexpr std::size_t size = sizeof...(T);  ///< how many types
 };
 
 /// Element-wise stage. `F` is copied to the device and called once per
@@ -74,7 +89,7 @@ struct types {
 /// kernel (coalesced, every launch checked). F must be trivially copyable.
 template <class F>
 struct Map {
-  F fn{};
+  F fn{};  ///< called once per element on the device (or on the host backend)
 };
 
 /// Chunk-level stage. `F` is called on the host, once per chunk, with a
@@ -85,7 +100,7 @@ struct Map {
 /// it works in place on its input buffers.
 template <class F, class... Out>
 struct ChunkFn {
-  F fn{};
+  F fn{};  ///< called on the host once per chunk with its ChunkContext
 };
 
 /// Elements a Reduce folds into one partial unless told otherwise.
@@ -101,7 +116,7 @@ inline constexpr std::size_t default_reduce_segment = 16384;
 /// the device, by 256 lanes each folding every 256th element in order,
 /// the lanes then combined in a fixed binary tree (detail/reduce.hpp); the
 /// host combines the partials in a fixed pairwise tree over their index
-/// and then init with it, left to right (detail::Folding, result.hpp), when
+/// and then init with it, left to right (result.hpp), when
 /// the result is asked for. Every policy, depth, grain and executor
 /// therefore gives the same bits for the same input, as long as chunks are
 /// whole segments: the chunk size must be a multiple of `segment` (a
@@ -118,8 +133,8 @@ inline constexpr std::size_t default_reduce_segment = 16384;
 /// absolute sum for 4 GiB of float at the default segment.
 template <class T, class Op>
 struct Reduce {
-  T init{};
-  Op op{};
+  T init{};  ///< folded in last, on the host, left of the partials; what an empty run returns
+  Op op{};   ///< the associative combining functor: op(T, T) -> T
   std::size_t segment = default_reduce_segment;  ///< elements per device partial
 };
 
@@ -133,8 +148,8 @@ struct Reduce {
 /// 32 KiB after), which sets it to init on the device.
 template <class F, class R>
 struct PerChunk {
-  R init{};
-  F fn{};
+  R init{};  ///< what each chunk's record holds when fn is called
+  F fn{};    ///< called on the host once per chunk, as a ChunkFn, to add the chunk into its record
 };
 
 /// Accumulating stage: a PerChunk whose records are merged, on the host,
@@ -146,9 +161,9 @@ struct PerChunk {
 /// min and max), not for floating-point sums (use Reduce).
 template <class F, class R, class Merge>
 struct Accumulate {
-  R identity{};
-  F fn{};
-  Merge merge{};
+  R identity{};    ///< what the result and each chunk's record start as
+  F fn{};          ///< adds a chunk into its record, as PerChunk's fn does
+  Merge merge{};   ///< merge(result, record), on the host, in chunk order
 };
 
 /// Filtering stage: keeps the elements of its one input for which
@@ -159,7 +174,7 @@ struct Accumulate {
 /// elements it wrote. Pred must be trivially copyable.
 template <class Pred>
 struct Filter {
-  Pred pred{};
+  Pred pred{};  ///< keeps x where pred(x) is true
 };
 
 /// Emitting stage: a ChunkFn that writes up to ctx.count elements to each
@@ -170,7 +185,7 @@ struct Filter {
 /// ctx.count fails the run with pipeline_error.
 template <class F, class... Out>
 struct Emit {
-  F fn{};
+  F fn{};  ///< called on the host once per chunk; writes the outputs and stores the count at ctx.produced
 };
 
 /// Map<F> from a functor: chunkpipe::map(Fma{2.f, 1.f}).
@@ -237,7 +252,7 @@ struct ChunkContext<types<I...>, types<O...>> {
   std::size_t offset = 0;  ///< index of its first element in the run (likewise)
   std::size_t count = 0;   ///< its elements (the last chunk may be short)
   ::cuda::stream_ref stream{};  ///< where to launch (CUDA backend)
-  Backend backend = Backend::cuda;
+  Backend backend = Backend::cuda;  ///< the backend running the chunk; Backend::host: the spans are host memory
   /// An Emit stage stores here how many elements it wrote to each output
   /// (device memory on the CUDA backend); null for every other stage.
   std::size_t* produced = nullptr;

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
-// What a directory's storage gives a pipeline's host threads, measured the
-// way measure.cuh measures the link: the rates a file_source reads and a
-// durable file_sink writes at, for the simulator's Machine (simulate.hpp).
-// Host-only, POSIX.
-//
-//   const chunkpipe::StorageRates r = chunkpipe::measure_storage("/data");
-//   chunkpipe::Machine m = chunkpipe::machines::h200_pcie5();
-//   m.storage_read_gbps = r.read_gbps;
-//   m.storage_write_gbps = r.write_gbps;
+/// \file
+/// What a directory's storage gives a pipeline's host threads, measured the
+/// way measure.cuh measures the link: the rates a file_source reads and a
+/// durable file_sink writes at, for the simulator's Machine (simulate.hpp).
+/// Host-only, POSIX.
+///
+/// \code
+/// const chunkpipe::StorageRates r = chunkpipe::measure_storage("/data");
+/// chunkpipe::Machine m = chunkpipe::machines::h200_pcie5();
+/// m.storage_read_gbps = r.read_gbps;
+/// m.storage_write_gbps = r.write_gbps;
+/// \endcode
 #pragma once
 
 #include <chunkpipe/errors.hpp>

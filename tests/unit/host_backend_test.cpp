@@ -584,3 +584,37 @@ TEST_CASE("a memory resource that fails: the run says what it was allocating, an
   require_all_returned(*device);
   require_all_returned(*pinned_memory);
 }
+
+TEST_CASE("a HostPipeline assigned over runs its queued runs first, as its destructor does", "[host][lifetime]") {
+  // On the host backend ops run only when someone waits; a pipeline that
+  // goes (destroyed or assigned over) runs what is still queued, so a run
+  // queued and never waited for still reaches its output and its Sink.
+  const std::size_t n = 10000;
+  std::vector<float> x(n), y(n, std::numeric_limits<float>::quiet_NaN());
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 101) - 50.f;
+  std::vector<float> seen(n, std::numeric_limits<float>::quiet_NaN());
+  std::size_t delivered = 0;
+  auto record = [&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+    for (std::size_t i = 0; i < d.size(); ++i) seen[offset + i] = d[i];
+    delivered += d.size();
+  };
+  const Fma f{2.f, 0.5f};
+  auto pipe = make_host_pipeline({.chunk_elems = 1000, .depth = 2}, map(f));
+  HostTicket to_range = pipe.run_async(x, y);
+  HostTicket to_sink = pipe.run_async(x, sink<float>(record));
+  REQUIRE_FALSE(to_range.ready());
+  pipe = make_host_pipeline({.chunk_elems = 1000, .depth = 2}, map(f));  // the old one goes
+  CHECK(to_range.ready());
+  CHECK(to_sink.ready());
+  CHECK(delivered == n);
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(y[i] == f(x[i]));
+    REQUIRE(seen[i] == f(x[i]));
+  }
+  to_range.wait();
+  to_sink.wait();
+  // The new pipeline works.
+  std::vector<float> z(n);
+  pipe.run(x, z);
+  CHECK(z == y);
+}
