@@ -240,7 +240,7 @@ class HostPipeline {
   template <class In, class Out, bool F = Front::folds_result, std::enable_if_t<F, int> = 0>
   void run(In&&, Out&&) {
     static_assert(!F, "chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: "
-                      "float total = pipe.run(x);  (it takes no output ranges; run_async(x) queues such a run)");
+                      "auto total = pipe.run(x);  (it takes no output ranges; run_async(x) queues such a run)");
   }
   template <class In, bool F = Front::folds_result, std::enable_if_t<!F, int> = 0>
   void run(In&&) {

@@ -6,7 +6,7 @@
 // in exactly one diagnostic. wrong_run_host.cpp does the same for
 // HostPipeline with the host compiler.
 //
-// expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: float total = pipe.run(x);
+// expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: auto total = pipe.run(x);
 // expect-error: chunkpipe: this pipeline writes its results to outputs: give run() an output, pipe.run(x, out);  or make the last stage a reduce/accumulate
 // expect-error: chunkpipe: run(): the output ranges' element types must be exactly those the last stage produces
 #include <chunkpipe/pipeline.cuh>

@@ -5,7 +5,7 @@
 // that start with "expect-error:" are what the check requires, each in
 // exactly one diagnostic. wrong_run.cu does the same for ChunkedPipeline.
 //
-// expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: float total = pipe.run(x);
+// expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: auto total = pipe.run(x);
 // expect-error: chunkpipe: this pipeline writes its results to outputs: give run() an output, pipe.run(x, out);  or make the last stage a reduce/accumulate
 // expect-error: chunkpipe: run(): the output ranges' element types must be exactly those the last stage produces
 #include <chunkpipe/host_backend.hpp>
