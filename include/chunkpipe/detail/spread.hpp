@@ -53,6 +53,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
+#include <chunkpipe/spread_ticket.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/copy_team.hpp>
@@ -80,139 +81,6 @@
 #include <vector>
 
 namespace chunkpipe {
-
-/// How a spread run went: its elements and chunks, and the pieces each
-/// member pipeline (one per Options::devices entry, in that order) ran.
-struct SpreadSummary {
-  std::size_t elems = 0;
-  std::size_t chunks = 0;
-  std::vector<std::size_t> pieces;  // per member
-  std::size_t written = 0;          // Filter, Emit: elements written (run() returns it)
-};
-
-namespace detail {
-
-/// The spread whose run the current thread works for (its run thread, or a
-/// member thread of its run), or null: waiting there for a run of that
-/// spread that has not ended would wait for itself.
-inline thread_local const void* spread_of_this_thread = nullptr;
-
-/// What a queued spread run came to, shared by its tickets and the
-/// spread's run thread. Thread-safe.
-template <class R>
-class SpreadRunState {
- public:
-  explicit SpreadRunState(const void* owner) : owner_(owner) {}
-
-  void succeed(R value, SpreadSummary summary, std::optional<Report> report) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    value_.emplace(std::move(value));
-    summary_ = std::move(summary);
-    report_ = std::move(report);
-    done_ = true;
-    cv_.notify_all();
-  }
-  void fail(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    error_ = std::move(e);
-    done_ = true;
-    cv_.notify_all();
-  }
-  // Blocks until the run ended; rethrows its error. Throws pipeline_error,
-  // rather than waiting for ever, on a thread of its spread's runs.
-  void wait() const {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (!done_ && spread_of_this_thread == owner_) {
-      throw pipeline_error("chunkpipe: a spread run waited for from inside a run of the same spread (its Source, "
-                           "Sink or finish()): runs run one after another, so it would wait for itself");
-    }
-    cv_.wait(lock, [&] { return done_; });
-    if (error_) std::rethrow_exception(error_);
-  }
-  bool ready() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return done_;
-  }
-  // After wait() returned: the run's result, summary and report.
-  R value() const {
-    wait();
-    std::lock_guard<std::mutex> lock(mutex_);
-    return *value_;
-  }
-  SpreadSummary summary() const {
-    wait();
-    std::lock_guard<std::mutex> lock(mutex_);
-    return summary_;
-  }
-  std::optional<Report> report() const {
-    wait();
-    std::lock_guard<std::mutex> lock(mutex_);
-    return report_;
-  }
-  std::size_t place = 0;  // its place in its spread's queue (1: the first run), set before it is queued
-
- private:
-  mutable std::mutex mutex_;
-  mutable std::condition_variable cv_;
-  bool done_ = false;
-  std::optional<R> value_;
-  SpreadSummary summary_;
-  std::optional<Report> report_;
-  std::exception_ptr error_;
-  const void* owner_;  // the spread that runs it
-};
-
-}  // namespace detail
-
-/// A spread run queued by run_async() (SpreadPipeline, HostSpreadPipeline).
-/// Copyable; every copy refers to the same run. `R` is what the run gives:
-/// its SpreadSummary, a Filter's or Emit's count, or a Reduce's or
-/// Accumulate's result. The ranges, and what a Source or Sink refers to,
-/// must stay alive and untouched until the run is complete (wait()
-/// returned or ready() is true).
-template <class R>
-class SpreadTicket {
- public:
-  SpreadTicket() = default;
-  /// For chunkpipe's spread pipelines.
-  explicit SpreadTicket(std::shared_ptr<detail::SpreadRunState<R>> state) : state_(std::move(state)) {}
-
-  /// Blocks until the run is complete (a Sink's finish() called); throws
-  /// its first error, and the same error on every later call. Safe to call
-  /// from several threads; a ticket of no run returns at once. From inside
-  /// a run of the same spread (its Source, Sink or finish()) it throws
-  /// pipeline_error for a run not yet ended, which would never end.
-  void wait() const {
-    if (state_) state_->wait();
-  }
-  /// Blocks until the run is complete and returns what it gives (what the
-  /// blocking run() returns). Throws as wait() does, and pipeline_error on
-  /// a ticket of no run.
-  R get() const { return need().value(); }
-  /// For chunkpipe's spread pipelines: the run behind the ticket.
-  const std::shared_ptr<detail::SpreadRunState<R>>& state() const noexcept { return state_; }
-  /// True once the run has ended, done or failed (wait() says which).
-  /// Never blocks.
-  bool ready() const { return !state_ || state_->ready(); }
-  /// Blocks until the run is complete; how its pieces went. Throws as get().
-  SpreadSummary summary() const { return need().summary(); }
-  /// Blocks until the run is complete; its timeline, with Options::profile
-  /// on GPU members (as the spread's report()). Throws as get(), and
-  /// pipeline_error for a run that was not profiled.
-  Report report() const {
-    std::optional<Report> r = need().report();
-    if (!r) throw pipeline_error("chunkpipe: no report: set Options::profile (GPU members) and run first");
-    return *std::move(r);
-  }
-
- private:
-  const detail::SpreadRunState<R>& need() const {
-    if (!state_) throw pipeline_error("chunkpipe: SpreadTicket used on a ticket of no run");
-    return *state_;
-  }
-  std::shared_ptr<detail::SpreadRunState<R>> state_;
-};
-
 namespace detail {
 
 /// The pieces of one spread run: which is taken next, which are done,
