@@ -7,7 +7,9 @@
 // run_setup.hpp, the slots and their memory in slot_arena.cuh, the
 // schedule in driver.hpp and plan.hpp, the CUDA work in
 // stream_executor.cuh, the thread that issues staged runs in
-// issue_worker.hpp, a run's state in run_ticket.cuh. This file wires them.
+// issue_worker.hpp, holding small runs to issue them together in
+// coalescer.hpp, which executor a run gets in dispatcher.hpp, a run's
+// state in run_ticket.cuh. This file wires them.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -18,6 +20,8 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/coalescer.hpp>
+#include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/graph_executor.cuh>
@@ -30,16 +34,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
-#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -75,20 +75,11 @@ class CudaRunner {
     exec_.set_logging(options.record_issued);
     graphs_.set_logging(options.record_issued);
     graphs_.set_table_memory(options.device_memory);
-    holder_->runner = this;
   }
 
   ~CudaRunner() {
-    {
-      // Tickets may outlive the pipeline: from now on they hold no run.
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_or_apart_locked();
-    }
-    {
-      std::lock_guard<std::mutex> lock(holder_->mutex);
-      holder_->runner = nullptr;
-    }
-    watcher_.stop();
+    // Tickets may outlive the pipeline: from now on they hold no run.
+    coalescer_.close();
     quiesce();
     unregister_all();
   }
@@ -157,15 +148,12 @@ class CudaRunner {
   }
 
   void wait_all() {
-    {
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_or_apart_locked();
-    }
+    coalescer_.flush();
     drain_all();
   }
 
   /// Runs issued together with others (Options::coalesce) so far.
-  std::size_t runs_coalesced() const noexcept { return coalesced_.load(std::memory_order_relaxed); }
+  std::size_t runs_coalesced() const noexcept { return coalescer_.runs_coalesced(); }
 
   /// Waits for everything issued and being issued; held runs stay held.
   void drain_all() {
@@ -197,14 +185,11 @@ class CudaRunner {
     return RunTicket(last).report();
   }
 
-  GraphStats graph_stats() const {
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    return graph_stats_;
-  }
+  GraphStats graph_stats() const { return dispatcher_.stats(); }
 
   /// The most recent graph built, with its edges read back (Options::record_issued).
   IssuedGraph issued_graph() {
-    issue_held();
+    coalescer_.flush();
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     return graphs_.last_built();
@@ -212,7 +197,7 @@ class CudaRunner {
 
   /// Every op issued so far, as the executor issued it (Options::record_issued).
   Plan issued_plan() {
-    issue_held();
+    coalescer_.flush();
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     if (!driver_) return Plan{};
@@ -223,7 +208,7 @@ class CudaRunner {
   /// pinned. Throws cuda_error if unregistering fails.
   void release_registrations() {
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    release_held_or_apart_locked();
+    coalescer_.flush();
     drain_all();
     if (device_ < 0) return;  // no device: no run registered anything
     DeviceGuard guard(device_);
@@ -341,24 +326,15 @@ class CudaRunner {
     in_flight_.check(ranges, exempt);
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
-    // Options::coalesce: a small run that continues the held ones joins
-    // them; any other run issues them first, so runs keep their order.
-    const IssueFn issue_fn = &CudaRunner::template issue<in_types>;
-    const bool small = joinable(n, spec, order);
-    if (held_ && !(small && held_->issue == issue_fn && ::chunkpipe::detail::continues(held_->ends, held_->elems, *ends, n))) {
-      release_held_or_apart_locked();
-    }
     if (n != 0) {
       prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out,
               [this] { return out_shape<in_types>(); });
     }
     std::string note;
-    const Executor executor = n == 0 ? Executor::streams : executor_for(n, spec, note, label != RunLabel{});
+    const Executor executor =
+        dispatcher_.choose(n, spec.chunks, spec.stage_in || spec.stage_out, label != RunLabel{}, note);
 
-    auto run = std::make_shared<RunState>();
-    run->device = device_;
-    run->health = health_;
-    run->pool = pool_;
+    std::shared_ptr<RunState> run = new_run();
     run->ends = ends;
     run->host_work = spec.stage_in || spec.stage_out;
     run->label = label;
@@ -402,224 +378,63 @@ class CudaRunner {
           "into " + std::to_string(g.depth) + " free slots" +
               (o.policy == Policy::automatic ? " (the automatic policy's depth)" : " (Options::depth)"));
     }
-    if (n == 0) {  // nothing to queue; wait() still finishes a Sink
-      run->mark_issued();
-      last_ = run;
-      return RunTicket(run);
-    }
-
+    // Options::coalesce (coalescer.hpp): a small run that continues the
+    // held ones joins them; any other run goes alone, after them, so runs
+    // keep their order. A run of nothing queues nothing (wait() still
+    // finishes a Sink).
+    const bool ordered = !order.streams.empty() || !order.events.empty() || !order.tickets.empty();
+    const bool joinable =
+        coalescer_.rules().joinable(n, run->host_work, ordered, label != RunLabel{}) && executor == Executor::streams;
+    const std::size_t index = runs_started_;
     // What every queued run leaves behind here, held or issued.
     auto queued = [&] {
       ++runs_started_;
       in_flight_.add(run, ranges);
       last_ = run;
-      last_ends_ = ends;
-      last_elems_ = n;
     };
-    if (small && executor == Executor::streams && hold(run, *ends, n, issue_fn)) {
+    const bool held = coalescer_.submit(run, n, joinable, &CudaRunner::template issue_as<in_types>, index, [&] {
+      // The caller issues a run that nothing blocks on the host: no
+      // staging, nothing queued before it here, and every run it follows
+      // issued (a run of another pipeline may still wait for that
+      // pipeline's thread).
+      bool inline_issue = !run->host_work && worker_.idle();
+      for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
+      if (!inline_issue) worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
       queued();
-      if (held_ && held_->elems >= front_.geometry().chunk_elems) release_held_or_apart_locked();
-      return RunTicket(run);
+      if (inline_issue) issue<in_types>(run, spec, n, index);
+    });
+    if (n == 0) {
+      run->mark_issued();
+      last_ = run;
+    } else if (held) {
+      queued();
     }
-    release_held_or_apart_locked();  // a run that did not join: the held ones go first
-
-    // The caller issues a run that nothing blocks on the host: no staging,
-    // nothing queued before it here, and every run it follows issued (a run
-    // of another pipeline may still wait for that pipeline's thread).
-    bool inline_issue = !run->host_work && worker_.idle();
-    for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
-    const std::size_t index = runs_started_;
-    if (!inline_issue) worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
-    queued();
-    on_gpu_ = run;
-    if (inline_issue) issue<in_types>(run, spec, n, index);
     return RunTicket(run);
   }
 
-  // -- Coalescing (Options::coalesce) ------------------------------------
-  //
-  // Small runs that continue each other are held while the GPU is busy
-  // with earlier work and issued as one run over their joined ranges (the
-  // carrier); each keeps its own ticket, which completes with the carrier.
-  // Held runs are issued, in order, by whichever comes first: the next run
-  // that does not continue them, a unit's worth held, a ticket being waited
-  // for (HeldRuns), or a watcher on the pipeline's thread that sees the
-  // work ahead finish. All of it under submit_mutex_.
-
-  using IssueFn = void (CudaRunner::*)(const std::shared_ptr<RunState>&, const RunSpec&, std::size_t,
-                                       std::size_t) noexcept;
-
-  struct Held {
-    std::vector<std::shared_ptr<RunState>> runs;  // the tickets' runs, in order
-    Endpoints ends;                               // their joined ranges
-    std::size_t elems = 0;
-    std::size_t index = 0;  // the first run's number (NVTX)
-    IssueFn issue = nullptr;  // issue<In> for the runs' input types
-  };
-
-  // What tickets call to have their held run issued; outlives the runner.
-  struct Holder final : HeldRuns {
-    std::mutex mutex;
-    CudaRunner* runner = nullptr;    // guarded by mutex; null once the runner is going
-    std::atomic<bool> holding{false};  // whether any run is held: else nothing to take a lock for
-    void issue_held() noexcept override {
-      if (!holding.load(std::memory_order_acquire)) return;
-      try {
-        std::lock_guard<std::mutex> lock(mutex);
-        if (runner) runner->issue_held();
-      } catch (...) {
-        // The lock failed: the pipeline's watcher still issues them.
-      }
-    }
-  };
-
-  // Whether a run may be held to share copies with the runs after it.
-  bool joinable(std::size_t n, const RunSpec& spec, const After& order) const noexcept {
-    const Options& o = front_.options();
-    return o.coalesce && PipelineFront<Stages...>::all_elementwise && !PipelineFront<Stages...>::folds_result &&
-           !PipelineFront<Stages...>::counted && o.executor != Executor::graphs && !o.profile && n != 0 &&
-           n != unknown_length && n < front_.geometry().chunk_elems && !spec.stage_in && !spec.stage_out &&
-           order.streams.empty() && order.events.empty() && order.tickets.empty();
+  // A run with what every run of this pipeline gets (a coalescer's carrier too).
+  std::shared_ptr<RunState> new_run() const {
+    auto run = std::make_shared<RunState>();
+    run->device = device_;
+    run->health = health_;
+    run->pool = pool_;
+    return run;
   }
 
-  // Joins `run` to the held runs (which it continues), or holds it if it
-  // continues the run queued just before it and that run is still on the
-  // GPU. False: issue it now. Throws only std::bad_alloc, having changed
-  // nothing.
-  bool hold(const std::shared_ptr<RunState>& run, const Endpoints& ends, std::size_t n, IssueFn fn) {
-    if (held_) {
-      held_->runs.push_back(run);
-      ::chunkpipe::detail::append_run(held_->ends, ends);
-      held_->elems += n;
-    } else {
-      // Runs that do not continue each other (a double buffer's two halves)
-      // are never held: holding one would only delay it.
-      if (!on_gpu_ || !last_ends_ || !::chunkpipe::detail::continues(*last_ends_, last_elems_, ends, n)) return false;
-      if (on_gpu_->ready()) return false;  // holding would only leave the GPU idle
-      Held h;
-      h.runs.push_back(run);
-      h.ends = ends;
-      h.elems = n;
-      h.index = runs_started_;
-      h.issue = fn;
-      const std::uint64_t gen = held_gen_.load(std::memory_order_relaxed);
-      try {
-        watcher_.push([this, gen] { watch_held(gen); });
-      } catch (...) {
-        return false;  // no watcher to be had (a thread, memory): issue it now
-      }
-      held_.emplace(std::move(h));
-      holder_->holding.store(true, std::memory_order_release);
-    }
-    run->holder = holder_;
-    run->elems = n;
-    run->chunks = 1;
-    return true;
+  // The coalescer's Issue for runs of input types In.
+  template <class In>
+  static void issue_as(void* self, const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n,
+                       std::size_t index) noexcept {
+    static_cast<CudaRunner*>(self)->template issue<In>(run, spec, n, index);
   }
 
-  // Issues the held runs, if any: as themselves if only one, else as one
-  // carrier run. Under submit_mutex_. Throws only std::bad_alloc, and then
-  // the runs are still held (and watched).
-  void release_held_locked() {
-    if (!held_) return;
-    const Held& h = *held_;
-    std::shared_ptr<RunState> carrier = h.runs.front();
-    std::vector<std::shared_ptr<RunState>> members;
-    if (h.runs.size() > 1) {
-      carrier = std::make_shared<RunState>();
-      carrier->device = device_;
-      carrier->health = health_;
-      carrier->pool = pool_;
-      carrier->ends = std::make_shared<const Endpoints>(h.ends);
-      members = h.runs;
-    }
-    const RunSpec spec = ::chunkpipe::detail::spec_for(*carrier->ends, h.elems, front_.geometry().chunk_elems);
-    std::function<void()> job = [this, carrier, members, spec, n = h.elems, index = h.index, fn = h.issue] {
-      (this->*fn)(carrier, spec, n, index);
-      for (const auto& r : members) {
-        r->carrier = carrier;
-        r->executor = carrier->executor;
-        if (carrier->failed()) r->fail(carrier->completion.error());
-        r->mark_issued();
-      }
-    };
-    const bool inline_issue = worker_.idle();
-    if (!inline_issue) worker_.push(job);
-    // Committed: nothing below throws.
-    held_gen_.fetch_add(1, std::memory_order_relaxed);  // the watcher of these stops
-    coalesced_.fetch_add(members.size(), std::memory_order_relaxed);
-    held_.reset();
-    holder_->holding.store(false, std::memory_order_release);
-    on_gpu_ = carrier;
-    if (inline_issue) job();
-  }
-
-  // When even that fails for memory: each held run on its own, on this
-  // thread, which needs nothing allocated here. Under submit_mutex_.
-  void release_held_apart_locked() noexcept {
-    if (!held_) return;
-    worker_.wait_idle();  // what was queued before them goes first
-    held_gen_.fetch_add(1, std::memory_order_relaxed);
-    for (const auto& r : held_->runs) {
-      (this->*(held_->issue))(r, ::chunkpipe::detail::spec_for(*r->ends, r->elems, front_.geometry().chunk_elems),
-                              r->elems, held_->index);
-      on_gpu_ = r;
-    }
-    held_.reset();
-    holder_->holding.store(false, std::memory_order_release);
-  }
-
-  void release_held_or_apart_locked() noexcept {
-    try {
-      release_held_locked();
-    } catch (...) {
-      release_held_apart_locked();
-    }
-  }
-
-  // For tickets (HeldRuns) and for calls that wait for every run.
-  void issue_held() noexcept {
-    try {
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      release_held_or_apart_locked();
-    } catch (...) {
-      // The lock itself failed: the watcher still issues them.
-    }
-  }
-
-  // On the watcher thread: issues the held runs once the run queued before
-  // them is done on the GPU, unless something issued them first. Blocks in
-  // CUDA on that run's completion events rather than polling, so it
-  // neither crowds the lock callers take nor the driver; nothing that
-  // holds submit_mutex_ ever waits for this thread.
-  void watch_held(std::uint64_t gen) noexcept {
-    try {
-      std::shared_ptr<RunState> ahead;
-      {
-        std::lock_guard<std::mutex> lock(submit_mutex_);
-        if (held_gen_.load(std::memory_order_relaxed) != gen) return;
-        ahead = on_gpu_;
-      }
-      if (ahead) {
-        ahead->wait_issued();
-        for (const Event& e : ahead->device_tails()) {
-          if (e && cudaEventSynchronize(e.get()) != cudaSuccess) (void)cudaGetLastError();  // its wait() reports it
-        }
-      }
-      for (;;) {
-        {
-          std::lock_guard<std::mutex> lock(submit_mutex_);
-          if (held_gen_.load(std::memory_order_relaxed) != gen) return;
-          if (!on_gpu_ || on_gpu_->ready()) {
-            release_held_or_apart_locked();
-            return;
-          }
-        }
-        // The run ahead stages: its host side is still at work.
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    } catch (...) {
-      // A lock that failed: the runs' waits issue them.
+  // Where the coalescer's watcher waits for the run queued before the held
+  // ones: in CUDA, on its completion events, rather than polling. Its
+  // errors are its own wait's.
+  static void wait_done(const std::shared_ptr<RunState>& run) {
+    run->wait_issued();
+    for (const Event& e : run->device_tails()) {
+      if (e && cudaEventSynchronize(e.get()) != cudaSuccess) (void)cudaGetLastError();
     }
   }
 
@@ -631,11 +446,7 @@ class CudaRunner {
     std::lock_guard<std::mutex> lock(issue_mutex_);
     if (run->executor == Executor::graphs) {
       // A run queued before a stage was found not to capture goes on streams too.
-      std::string refused;
-      {
-        std::lock_guard<std::mutex> stats(stats_mutex_);
-        refused = graph_refused_;
-      }
+      std::string refused = dispatcher_.refusal();
       if (!refused.empty()) {
         run->executor = Executor::streams;
         run->executor_note = refused;
@@ -753,43 +564,6 @@ class CudaRunner {
   }
 
  private:
-  // Which executor a run of n elements gets (choose_executor), counting the
-  // runs of each shape for the automatic choice. A labelled run (a spread
-  // piece of a pipeline whose stages see their context) goes on streams: a
-  // graph replays the launches its ChunkFn made when it was built, for
-  // every run of its length, and each piece's numbers differ (a graph per
-  // label would be built for every piece and never replayed). Under
-  // submit_mutex_.
-  Executor executor_for(std::size_t n, const RunSpec& spec, std::string& note, bool labelled = false) {
-    const Options& o = front_.options();
-    if (o.executor == Executor::streams) return Executor::streams;
-    if (labelled) {
-      if (o.executor == Executor::graphs) {
-        note = "a spread run's piece: its stages see the spread run's chunk numbers and offsets, which differ from "
-               "piece to piece, where a graph replays the launches of the piece it was built for";
-        std::lock_guard<std::mutex> lock(stats_mutex_);
-        ++graph_stats_.on_streams;
-        graph_stats_.last_note = note;
-      }
-      return Executor::streams;
-    }
-    if (shape_runs_.size() > 64) shape_runs_.clear();  // bounded; forgetting only delays a graph
-    int& seen = shape_runs_[n];
-    Executor e = ::chunkpipe::detail::choose_executor(o, front_.geometry(), PipelineFront<Stages...>::all_elementwise,
-                                                      spec.chunks, spec.stage_in || spec.stage_out, seen, &note);
-    ++seen;
-    std::lock_guard<std::mutex> lock(stats_mutex_);
-    if (e == Executor::graphs && !graph_refused_.empty()) {
-      note = graph_refused_;  // a stage that cannot be captured: every shape would fail the same way
-      e = Executor::streams;
-    }
-    if (e == Executor::streams && o.executor == Executor::graphs) {
-      ++graph_stats_.on_streams;
-      graph_stats_.last_note = note;
-    }
-    return e;
-  }
-
   // Issues a pinned run as one graph launch. Returns false if the run is
   // to go on streams after all (the automatic executor, when a stage
   // cannot be captured); true when it is issued or has failed. Never throws.
@@ -805,35 +579,14 @@ class CudaRunner {
       const auto path = graphs_.template issue<In>(*run, n, graph_streams_, times);
       run->elems = n;
       run->chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
-      std::lock_guard<std::mutex> lock(stats_mutex_);
-      GraphStats& s = graph_stats_;
-      using Path = typename GraphExecutor<Stages...>::Path;
-      if (path == Path::built) {
-        ++s.built;
-        s.build_ms = times.build_ms;
-        s.instantiate_ms = times.instantiate_ms;
-        s.copy_kernels = times.copy_kernels;
-      } else if (path == Path::updated) {
-        ++s.updated;
-        s.update_ms = times.update_ms;
-      } else {
-        ++s.replayed;
-      }
-      s.launch_ms = times.launch_ms;
-      s.cached = graphs_.cached();
+      dispatcher_.graph_issued(path, times, graphs_.cached());
       return true;
     } catch (const graph_build_error& e) {
       // Nothing was launched: the pipeline is fine, the run's graph is not.
       // What the failed capture left in CUDA's last error is ours, not the
       // next run's.
       (void)cudaGetLastError();
-      {
-        std::lock_guard<std::mutex> lock(stats_mutex_);
-        if (e.every_shape) graph_refused_ = e.what();
-        ++graph_stats_.on_streams;
-        graph_stats_.last_note = e.what();
-      }
-      if (front_.options().executor == Executor::graphs) {
+      if (!dispatcher_.build_failed(e.what(), e.every_shape)) {
         run->fail(std::current_exception());
         return true;
       }
@@ -880,6 +633,8 @@ class CudaRunner {
   template <class OutShapeFn>
   void prepare(const Flow& flow, bool staged, OutShapeFn&& out_shape_of) {
     if (flow_ && *flow_ == flow && (!staged || arena_.has_pinned())) return;
+    // Held runs are issued with the slots they were queued for.
+    coalescer_.flush();
     worker_.wait_idle();
     std::lock_guard<std::mutex> lock(issue_mutex_);
     const bool fresh = !flow_ || *flow_ != flow;
@@ -916,8 +671,7 @@ class CudaRunner {
       shape.kernel_lanes = g.kernel_lanes;
       shape.lanes_vary = false;
       graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, arena_.memory());
-      std::lock_guard<std::mutex> stats(stats_mutex_);
-      graph_refused_.clear();
+      dispatcher_.new_flow();
     }
   }
 
@@ -999,24 +753,18 @@ class CudaRunner {
   int run_lanes_ = 1;               // the lanes stream runs get (settle_locked)
   NvtxName run_name_{"chunkpipe run"};
   NvtxName graph_run_name_{"chunkpipe graph run"};
-  std::unordered_map<std::size_t, int> shape_runs_;  // guarded by submit_mutex_: runs per element count
 
-  // Coalescing, guarded by submit_mutex_ but for the two atomics.
-  std::optional<Held> held_;
-  std::shared_ptr<RunState> on_gpu_;             // the last run queued for the GPU
-  std::shared_ptr<const Endpoints> last_ends_;   // the ranges of the last run queued (a RunState lets go of its own)
-  std::size_t last_elems_ = 0;
-  std::atomic<std::uint64_t> held_gen_{0};       // bumped whenever held runs are issued
-  std::atomic<std::size_t> coalesced_{0};        // runs issued together with others
-  std::shared_ptr<Holder> holder_ = std::make_shared<Holder>();
+  // Which executor each run gets, and GraphStats (dispatcher.hpp); its own lock.
+  Dispatcher dispatcher_{front_.options(), front_.geometry(), PipelineFront<Stages...>::all_elementwise};
 
   mutable std::mutex stats_mutex_;
-  GraphStats graph_stats_;     // guarded by stats_mutex_
   std::optional<Decision> decision_;  // guarded by stats_mutex_: what the calibration decided
-  std::string graph_refused_;  // guarded by stats_mutex_: why no stage of this pipeline can be a graph
 
-  IssueWorker watcher_;  // runs watch_held(), apart from worker_ so that it never delays an issue
-  IssueWorker worker_;   // last: stopped first, before what its jobs use goes
+  // Options::coalesce: its own lock and watcher thread; issues on worker_.
+  // Closed first by ~CudaRunner; its jobs on worker_ use none of it.
+  Coalescer<RunState> coalescer_{
+      CoalesceRules::of(front_), worker_, {this, [this] { return new_run(); }, &CudaRunner::wait_done}};
+  IssueWorker worker_;  // last: stopped first, before what its jobs use goes
 };
 
 }  // namespace chunkpipe::detail

@@ -8,6 +8,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <algorithm>
@@ -189,8 +190,8 @@ class PipelineFront {
   Plan plan_for(std::size_t elems, bool stage_in = false, bool stage_out = false, int lanes = 0) const {
     Executor executor = Executor::streams;
     if (target_ == Target::device && elems != 0) {
-      executor = ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise, chunks_for(elems),
-                                                      stage_in || stage_out || counted, graph_after_runs);
+      executor = Dispatcher::planned(options_, geometry_, all_elementwise, chunks_for(elems),
+                                     stage_in || stage_out || counted);
     }
     PlanShape s = shape(stage_in, stage_out);
     if (lanes != 0 && executor == Executor::streams) s.kernel_lanes = lanes;
