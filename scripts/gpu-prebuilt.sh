@@ -15,12 +15,38 @@
 # exits 1 if any step failed or was left out for lack of time.
 # GPU_PREBUILT_TOOLS (default "memcheck synccheck racecheck") names the
 # sanitizer passes, so that they can be split over two calls.
+#
+# pack takes a build folder whose programs were built to run: a
+# scripts/test.sh folder will not do (CHUNKPIPE_COMPILE_ONLY: test.sh
+# compiles the benchmarks without building them, and without a GPU builds
+# the GPU tests with host code at -O0). For example:
+#   cmake -S . -B build-prebuilt -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90
+#   cmake --build build-prebuilt -j --target chunkpipe_gpu_tests pipeline_bench
 set -uo pipefail
 case "${1:-}" in
   pack)
     build=${2:?usage: gpu-prebuilt.sh pack BUILD_DIR [BENCH...]}
     shift 2
     build=$(cd "$build" && pwd)  # tar's -C is relative to the one before it: absolute paths
+    # Programs compiled only to check that they build (host code at -O0)
+    # must not be timed or sanitised as if they were the real ones.
+    mode=$(sed -n 's/^CHUNKPIPE_COMPILE_ONLY:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null | tr '[:lower:]' '[:upper:]')
+    case "$mode" in
+      ""|OFF|0|FALSE|NO) ;;
+      BENCHMARKS)
+        if [ $# -gt 0 ]; then
+          echo "gpu-prebuilt: $build has CHUNKPIPE_COMPILE_ONLY=$mode (a scripts/test.sh folder): its benchmarks are" \
+               "compiled to check them, not built; pack from a folder configured with it OFF (see --help)" >&2
+          exit 2
+        fi ;;
+      *)
+        echo "gpu-prebuilt: $build has CHUNKPIPE_COMPILE_ONLY=$mode (a scripts/test.sh folder on a machine without" \
+             "a GPU): its GPU tests are built with host code at -O0 and its benchmarks not at all, to check them;" \
+             "pack from a folder configured with it OFF (see --help)" >&2
+        exit 2 ;;
+    esac
+    type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null)
+    [ "$type" = Release ] || echo "gpu-prebuilt: warning: $build is a '${type:-no build type}' build, not Release" >&2
     mkdir -p out
     files=()
     for t in "$build"/tests/gpu/gpu_*_test; do [ -x "$t" ] && files+=("-C" "$(dirname "$t")" "$(basename "$t")"); done
@@ -78,6 +104,9 @@ case "${1:-}" in
     tar czf "$out/logs.tgz" -C "$out" logs && rm -rf "$out/logs"
     [ $failed -eq 0 ] && echo "gpu-prebuilt: PASSED" | tee -a "$summary" || echo "gpu-prebuilt: FAILED" | tee -a "$summary"
     exit $failed
+    ;;
+  -h|--help)
+    sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'
     ;;
   *)
     sed -n '3,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'

@@ -14,6 +14,13 @@
 # test was found or none ran. Where no CUDA device is present the GPU tests
 # report "Skipped" (they need one); everything else runs. Without Doxygen
 # (where apt-get cannot install it) the docs test reports Skipped.
+#
+# Built to check, not to time: what this script never runs is compiled only
+# as far as its check needs (CHUNKPIPE_COMPILE_ONLY, cmake/chunkpipe-dev.cmake):
+# the benchmarks are compiled, not built, by the test compile_benchmarks,
+# and without a GPU the GPU tests and examples are built with host code at
+# -O0. Benchmarks for figures come from scripts/gpu-check.sh's build.
+# Where ccache is installed the build goes through it (never required).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configure_only=0
@@ -59,6 +66,8 @@ fi
 
 cuda=${CUDA_HOME:-/usr/local/cuda}
 jobs=$(nproc)
+gpu=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then gpu=1; fi
 echo "== configure ($build)"
 # Every part on, whatever the cache says (scripts/demo.sh, for one, turns
 # tests and benchmarks off in the folder it configures).
@@ -66,7 +75,16 @@ options=(CHUNKPIPE_BUILD_TESTS CHUNKPIPE_BUILD_EXAMPLES CHUNKPIPE_BUILD_BENCHMAR
          CHUNKPIPE_BUILD_DOCS)
 defs=()
 for o in "${options[@]}"; do defs+=("-D$o=ON"); done
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" "${defs[@]}"
+# What this run never runs is compiled only as far as its check needs
+# (CHUNKPIPE_COMPILE_ONLY, cmake/chunkpipe-dev.cmake): the benchmarks are
+# compiled, not built (the suite runs none; their figures come from
+# scripts/gpu-check.sh, which builds them with the Release flags), and
+# where there is no GPU the GPU tests and GPU examples are built with host
+# code at -O0 (there they are listed and report Skipped). Whatever runs
+# here keeps the Release flags.
+if [ $gpu = 1 ]; then compile_only=BENCHMARKS; else compile_only=GPU; fi
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER="$cuda/bin/nvcc" "${defs[@]}" \
+  -DCHUNKPIPE_COMPILE_ONLY=$compile_only
 for o in "${options[@]}"; do
   grep -q "^$o:BOOL=ON$" "$build/CMakeCache.txt" || {
     echo "test.sh: $o is not ON in $build/CMakeCache.txt after configuring" >&2
@@ -78,7 +96,7 @@ done
 echo "== build (-j$jobs)"
 cmake --build "$build" -j "$jobs"
 echo "== test"
-if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+if [ $gpu = 1 ]; then
   echo "   a GPU is present: gpu-labelled tests run"
 else
   echo "   no GPU here: gpu-labelled tests will be reported as Skipped"
