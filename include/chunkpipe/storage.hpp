@@ -14,7 +14,7 @@
 #pragma once
 
 #include <chunkpipe/errors.hpp>
-#include <chunkpipe/files.hpp>  // detail::Descriptor, quoted, errno_text
+#include <chunkpipe/detail/file_reader.hpp>  // detail::Descriptor, quoted, errno_text
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -10,8 +10,7 @@
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
-
-#include <unistd.h>
+#include "scratch_dir.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +18,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -617,17 +615,8 @@ TEST_CASE("sources and sinks see the window the user set, whatever unit the GPU 
 
 TEST_CASE("a file run on the GPU reads in parts and writes a chunk a call, and its report says so",
           "[gpu][streaming][files][report]") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("chunkpipe_gpu_files_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{dir};
-  const std::string in = (dir / "in.f32").string(), out = (dir / "out.f32").string();
+  const test_support::ScratchDir dir("chunkpipe_gpu_files");
+  const std::string in = dir / "in.f32", out = dir / "out.f32";
   // 5 Mi floats and 3 more: whole 2 MiB-or-larger chunks cut into parts
   // over four threads, and a ragged end.
   const std::size_t n = (std::size_t{5} << 20) + 3;

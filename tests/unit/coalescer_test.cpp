@@ -7,6 +7,8 @@
 // continue them, a different shape, a wait, the work ahead finishing, a
 // run of nothing, closing), a failed issue reaching every member, and two
 // threads submitting at once.
+// Most cases start alike: a run the device is busy with (Owner::gate),
+// then small runs that continue it and are held (Owner::hold).
 #include <chunkpipe/detail/coalescer.hpp>
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -123,9 +125,7 @@ class Owner {
     h.owner = this;
     h.new_run = [this] {
       if (no_carriers) throw std::bad_alloc();
-      auto r = std::make_shared<FakeRun>();
-      r->all_done = &all_done_;
-      return r;
+      return fresh(-1);
     };
     h.wait_done = [this](const RunPtr& run) { wait_done(run); };
     return h;
@@ -146,11 +146,28 @@ class Owner {
     o.elem_size = sizeof(float);
     o.size = n;
     e->out.push_back(o);
-    auto r = std::make_shared<FakeRun>();
-    r->id = id;
+    RunPtr r = fresh(id);
     r->ends = std::move(e);
-    r->all_done = &all_done_;
     return r;
+  }
+
+  // The setup most cases share. The gate: run 0, elements [0, 16) of pair
+  // a, which the owner rules out of joining, so it is issued at once and
+  // the "device" is busy with it until the test finishes it.
+  RunPtr gate(Coalescer& c) {
+    RunPtr g = run(0, 0, 16);
+    REQUIRE_FALSE(submit(c, g, 'a', false));
+    return g;
+  }
+  // Then `count` runs of 8 that continue it, one after the other (runs 1,
+  // 2, ... from element 16), each held.
+  std::vector<RunPtr> hold(Coalescer& c, int count) {
+    std::vector<RunPtr> held;
+    for (int k = 0; k < count; ++k) {
+      held.push_back(run(1 + k, 16 + 8 * static_cast<std::size_t>(k), 8));
+      REQUIRE(submit(c, held.back()));
+    }
+    return held;
   }
 
   // What CudaRunner::start_impl does around Coalescer::submit: its own
@@ -222,6 +239,14 @@ class Owner {
   detail::IssueWorker worker;  // the owner's issue thread
 
  private:
+  // A run the "device" knows: a test's (id >= 0) or a carrier (-1).
+  RunPtr fresh(int id) {
+    auto r = std::make_shared<FakeRun>();
+    r->id = id;
+    r->all_done = &all_done_;
+    return r;
+  }
+
   void take(const RunPtr& run, char shape, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
     {
       std::lock_guard<std::mutex> lock(m_);
@@ -331,8 +356,7 @@ TEST_CASE("a small run is held only if it continues the run queued just before i
           "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  RunPtr gate = o.run(0, 0, 16);
-  REQUIRE_FALSE(o.submit(rig.c, gate, 'a', false));  // goes alone: issued by the owner
+  RunPtr gate = o.gate(rig.c);  // goes alone: issued by the owner
   REQUIRE(o.log().size() == 1);
   CHECK(o.log()[0].shape == 'x');
 
@@ -379,12 +403,10 @@ TEST_CASE("held runs are issued in order, as one carrier over their joined range
           "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  RunPtr gate = o.run(0, 0, 16);
-  o.submit(rig.c, gate, 'a', false);
+  o.gate(rig.c);
 
   SECTION("several: one carrier") {
-    std::vector<RunPtr> held{o.run(1, 16, 8), o.run(2, 24, 8), o.run(3, 32, 8)};
-    for (const auto& r : held) REQUIRE(o.submit(rig.c, r));
+    const std::vector<RunPtr> held = o.hold(rig.c, 3);
     CHECK(rig.c.held_runs() == 3);
     RunPtr apart = o.run(4, 0, 8, true);
     CHECK_FALSE(o.submit(rig.c, apart));
@@ -416,8 +438,7 @@ TEST_CASE("held runs are issued in order, as one carrier over their joined range
     CHECK(rig.c.held_runs() == 0);
   }
   SECTION("one: issued as itself") {
-    RunPtr a = o.run(1, 16, 8);
-    REQUIRE(o.submit(rig.c, a));
+    RunPtr a = o.hold(rig.c, 1)[0];
     o.submit(rig.c, o.run(2, 0, 8, true));
     const auto log = o.log();
     REQUIRE(log.size() == 3);
@@ -433,7 +454,7 @@ TEST_CASE("held runs are issued in order, as one carrier over their joined range
 TEST_CASE("a unit's worth held is issued at once; a unit or more is never held", "[coalesce]") {
   Rig rig;  // unit 64
   Owner& o = rig.owner;
-  o.submit(rig.c, o.run(0, 0, 16), 'a', false);
+  o.gate(rig.c);
   std::vector<RunPtr> held{o.run(1, 16, 21), o.run(2, 37, 21), o.run(3, 58, 21)};  // 63
   for (const auto& r : held) REQUIRE(o.submit(rig.c, r));
   CHECK(rig.c.held_runs() == 3);
@@ -456,9 +477,8 @@ TEST_CASE("a unit's worth held is issued at once; a unit or more is never held",
 TEST_CASE("a run of another shape issues the held ones first and is held apart from them", "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  o.submit(rig.c, o.run(0, 0, 16), 'a', false);
-  REQUIRE(o.submit(rig.c, o.run(1, 16, 8), 'a'));
-  REQUIRE(o.submit(rig.c, o.run(2, 24, 8), 'a'));
+  o.gate(rig.c);
+  o.hold(rig.c, 2);
   // Continues them, but is issued another way (other input types).
   RunPtr other = o.run(3, 32, 8);
   CHECK(o.submit(rig.c, other, 'b'));
@@ -481,11 +501,10 @@ TEST_CASE("held runs go when something waits for them, when the work ahead is do
           "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  RunPtr gate = o.run(0, 0, 16);
-  o.submit(rig.c, gate, 'a', false);
-  RunPtr a = o.run(1, 16, 8), b = o.run(2, 24, 8);
-  REQUIRE(o.submit(rig.c, a));
-  REQUIRE(o.submit(rig.c, b));
+  RunPtr gate = o.gate(rig.c);
+  const std::vector<RunPtr> held = o.hold(rig.c, 2);
+  const RunPtr& a = held[0];
+  const RunPtr& b = held[1];
   auto carried = [&] {
     const auto log = o.log();
     return log.size() == 2 && log[1].id == -1 && log[1].n == 16 && a->issued && b->issued;
@@ -527,11 +546,10 @@ TEST_CASE("held runs go when something waits for them, when the work ahead is do
 TEST_CASE("a coalescer destroyed with held runs issues them", "[coalesce]") {
   Owner o;
   auto c = std::make_unique<Coalescer>(CoalesceRules{true, 64}, o.worker, o.hooks());
-  RunPtr gate = o.run(0, 0, 16);
-  o.submit(*c, gate, 'a', false);
-  RunPtr a = o.run(1, 16, 8), b = o.run(2, 24, 8);
-  REQUIRE(o.submit(*c, a));
-  REQUIRE(o.submit(*c, b));
+  o.gate(*c);
+  const std::vector<RunPtr> held = o.hold(*c, 2);
+  const RunPtr& a = held[0];
+  const RunPtr& b = held[1];
   CHECK_FALSE(a->issued);
   // Destroyed while the run ahead is still at work: its watcher would
   // issue them only once that run is done.
@@ -547,9 +565,8 @@ TEST_CASE("a coalescer destroyed with held runs issues them", "[coalesce]") {
 TEST_CASE("an issue that fails fails every run it carried, with its error", "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  o.submit(rig.c, o.run(0, 0, 16), 'a', false);
-  std::vector<RunPtr> held{o.run(1, 16, 8), o.run(2, 24, 8), o.run(3, 32, 8)};
-  for (const auto& r : held) REQUIRE(o.submit(rig.c, r));
+  o.gate(rig.c);
+  const std::vector<RunPtr> held = o.hold(rig.c, 3);
   o.fail_issues = true;
   held.back()->issue_if_held();
   REQUIRE(o.log().size() == 2);
@@ -564,9 +581,8 @@ TEST_CASE("an issue that fails fails every run it carried, with its error", "[co
 TEST_CASE("when no carrier can be made, held runs are issued one by one, in order", "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  o.submit(rig.c, o.run(0, 0, 16), 'a', false);
-  std::vector<RunPtr> held{o.run(1, 16, 8), o.run(2, 24, 8), o.run(3, 32, 8)};
-  for (const auto& r : held) REQUIRE(o.submit(rig.c, r));
+  o.gate(rig.c);
+  const std::vector<RunPtr> held = o.hold(rig.c, 3);
   o.no_carriers = true;
   rig.c.flush();
   const auto log = o.log();
@@ -586,9 +602,8 @@ TEST_CASE("held runs queue behind what the owner's issue thread already has, and
           "[coalesce]") {
   Rig rig;
   Owner& o = rig.owner;
-  o.submit(rig.c, o.run(0, 0, 16), 'a', false);
-  REQUIRE(o.submit(rig.c, o.run(1, 16, 8)));
-  REQUIRE(o.submit(rig.c, o.run(2, 24, 8)));
+  o.gate(rig.c);
+  o.hold(rig.c, 2);
   o.block_worker();  // a staged run's host work, say
   CHECK_FALSE(o.submit(rig.c, o.run(3, 0, 8, true)));
   CHECK(o.log().size() == 1);  // all behind the blocked job

@@ -13,6 +13,7 @@
 #include <chunkpipe/storage.hpp>
 
 #include "catch.hpp"
+#include "scratch_dir.hpp"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -66,26 +67,8 @@ std::vector<float> reference(const std::vector<float>& x) {
 }
 
 // A directory of its own per test case, removed with everything in it.
-class Scratch {
- public:
-  Scratch() {
-    std::string pattern = (fs::temp_directory_path() / "chunkpipe_files_test.XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
-    }
-    dir_ = pattern;
-  }
-  ~Scratch() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  std::string operator/(const std::string& name) const { return (dir_ / name).string(); }
-  const fs::path& dir() const { return dir_; }
-
- private:
-  fs::path dir_;
+struct Scratch : test_support::ScratchDir {
+  Scratch() : ScratchDir("chunkpipe_files_test") {}
 };
 
 void write_bytes(const std::string& path, const void* data, std::size_t bytes) {
@@ -330,11 +313,11 @@ TEST_CASE("a file not in the page cache is read with O_DIRECT where the file sys
 
 TEST_CASE("measure_storage gives a directory's read and write rates and leaves nothing behind", "[files][storage]") {
   Scratch dir;
-  const StorageRates r = measure_storage(dir.dir().string(), std::size_t{16} << 20, 2);
+  const StorageRates r = measure_storage(dir.path().string(), std::size_t{16} << 20, 2);
   CHECK(r.write_gbps > 0.0);
   CHECK(r.read_gbps > 0.0);
   CHECK(r.uncached_read_gbps > 0.0);
-  CHECK(fs::is_empty(dir.dir()));
+  CHECK(fs::is_empty(dir.path()));
   // What it is for: a prediction of a file run.
   Machine m = machines::h200_pcie5();
   m.storage_read_gbps = r.read_gbps;
@@ -345,8 +328,8 @@ TEST_CASE("measure_storage gives a directory's read and write rates and leaves n
   shape.stage_in = shape.stage_out = true;
   const Report p = simulate(make_plan(Policy::stage_streams, 3, shape, 32), w, m);
   CHECK(makespan_ms(p) >= 256.0 / r.write_gbps);  // 256 MB written, at least
-  CHECK_THROWS_AS(measure_storage(dir.dir().string(), 0, 2), config_error);
-  CHECK_THROWS_AS(measure_storage((dir.dir() / "missing").string(), 1 << 20, 1), pipeline_error);
+  CHECK_THROWS_AS(measure_storage(dir.path().string(), 0, 2), config_error);
+  CHECK_THROWS_AS(measure_storage((dir.path() / "missing").string(), 1 << 20, 1), pipeline_error);
 }
 
 TEST_CASE("an empty file gives an empty output file and writes nothing to a range", "[files]") {
@@ -463,16 +446,16 @@ TEST_CASE("file_source refuses what it cannot read before anything is queued", "
     REQUIRE(contains(what, std::strerror(ENOENT)));
   }
   SECTION("a directory") {
-    const std::string what = error_of([&] { (void)file_source<float>(dir.dir().string()); });
+    const std::string what = error_of([&] { (void)file_source<float>(dir.path().string()); });
     INFO(what);
-    REQUIRE(contains(what, dir.dir().string()));
+    REQUIRE(contains(what, dir.path().string()));
     REQUIRE(contains(what, std::strerror(EISDIR)));
   }
   SECTION("a file without read permission") {
     const std::string path = dir / "secret.f32";
     write_file(path, random_floats(16, 1));
     fs::permissions(path, fs::perms::none);
-    fs::permissions(dir.dir(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+    fs::permissions(dir.path(), fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
                                    fs::perms::others_read | fs::perms::others_exec);
     Unprivileged nobody;
     INFO("mode bits apply to this process: " << nobody.applies());
@@ -677,18 +660,18 @@ TEST_CASE("file_sink refuses what it cannot create before anything is queued", "
     pipe.run(random_floats(300, 4), file_sink<float>("/dev/null", {.temporary = false}));
   }
   SECTION("a target that is a directory") {
-    const std::string what = error_of([&] { (void)file_sink<float>(dir.dir().string()); });
+    const std::string what = error_of([&] { (void)file_sink<float>(dir.path().string()); });
     INFO(what);
     REQUIRE(contains(what, std::strerror(EISDIR)));
-    REQUIRE(fs::is_directory(dir.dir()));
+    REQUIRE(fs::is_directory(dir.path()));
   }
   SECTION("a directory without write permission") {
-    const fs::path locked = dir.dir() / "locked";
+    const fs::path locked = dir.path() / "locked";
     fs::create_directory(locked);
     const auto rx = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read | fs::perms::group_exec |
                     fs::perms::others_read | fs::perms::others_exec;
     fs::permissions(locked, rx);
-    fs::permissions(dir.dir(), rx | fs::perms::owner_write);
+    fs::permissions(dir.path(), rx | fs::perms::owner_write);
     const std::string path = (locked / "out.f32").string();
     {
       Unprivileged nobody;

@@ -7,15 +7,13 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "scratch_dir.hpp"
 #include "thrown.hpp"
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -282,8 +280,8 @@ TEST_CASE("a host report prints as a GPU one does, with no floor", "[host][repor
   CHECK_FALSE(contains(timeline, "efficiency"));
   for (const char* row : {"host-in ", "H2D ", "stage 0 ", "D2H ", "host-out "}) CHECK(contains(timeline, row));
 
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string trace = (dir / "chunkpipe_host_report_test.json").string();
+  const test_support::ScratchDir dir("chunkpipe_host_report_test");
+  const std::string trace = dir / "trace.json";
   write_chrome_trace(r, trace);
   std::ifstream in(trace);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -292,7 +290,6 @@ TEST_CASE("a host report prints as a GPU one does, with no floor", "[host][repor
     ++events;
   }
   CHECK(events == r.ops.size());
-  std::filesystem::remove(trace);
 }
 
 TEST_CASE("report() without Options::profile, before a run and after a failed one throws pipeline_error",
@@ -433,17 +430,8 @@ TEST_CASE("RunSummary prints its elements and chunks", "[host][report]") {
 }
 
 TEST_CASE("a report says how a file run's source and sink did their I/O, and nothing for ranges", "[host][report][files]") {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("chunkpipe_io_report_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  struct Cleanup {
-    fs::path dir;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(dir, ec);
-    }
-  } cleanup{dir};
-  const std::string in = (dir / "in.f32").string(), out = (dir / "out.f32").string();
+  const test_support::ScratchDir dir("chunkpipe_io_report");
+  const std::string in = dir / "in.f32", out = dir / "out.f32";
   std::vector<float> x(5000);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97) - 48.f;
   {
