@@ -11,7 +11,9 @@ per-phase times, each time also as a ratio to row (b), one Thrust sort:
   a  a plain kernel and two cudaMemcpy (the floor of any .cu file)   nvcc
   b  thrust::device_vector + thrust::sort (the reference)            nvcc
   c  ChunkedPipeline<Map<Scale>> and one run(x, y) (README, first)   nvcc
+     from <chunkpipe/chunked_pipeline.cuh>, as the README includes it
   d  a reduce and a filter pipeline, each run once (README)          nvcc
+     from the umbrella <chunkpipe/pipeline.cuh> (CUB's select included)
   e  HostPipeline<Map<Scale>> in a .cpp                              g++
 
 Every nvcc row is `nvcc -O2 -std=c++17 -arch=sm_90 -c` with only

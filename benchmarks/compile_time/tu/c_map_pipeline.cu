@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Row (c), the README's first program: one Map stage and one run(x, y).
-#include <chunkpipe/pipeline.cuh>
+// Row (c), the README's first program: one Map stage and one run(x, y),
+// from the header the README includes (a pipeline without a Filter needs
+// no more, so its file does not parse CUB).
+#include <chunkpipe/chunked_pipeline.cuh>
 
 #include <cstddef>
 #include <vector>

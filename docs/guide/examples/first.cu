@@ -2,7 +2,7 @@
 // y = 2x + 1 over 64 Mi floats held in a std::vector, streamed through the
 // GPU in chunks, then checked against the same computation on the host.
 //   nvcc -std=c++17 -O2 -arch=native -I chunkpipe/include first.cu -o first
-#include <chunkpipe/pipeline.cuh>
+#include <chunkpipe/chunked_pipeline.cuh>
 
 #include <cmath>
 #include <cstdio>

@@ -619,8 +619,11 @@ class CudaRunner {
     using Last = typename PipelineFront<Stages...>::last_stage;
     if constexpr (is_filter<Last>::value) {
       using io = std::tuple_element_t<sizeof...(Stages) - 1, typename chain<In, Stages...>::ios>;
-      o.scratch_bytes = ::chunkpipe::detail::filter_scratch_bytes<decltype(Last::pred), first_type_t<typename io::in>>(
-          std::get<sizeof...(Stages) - 1>(front_.stages()).pred, front_.geometry().chunk_elems);
+      // Unqualified: argument-dependent lookup finds filter_kernel.cuh's
+      // overload (<chunkpipe/filter.cuh>; stage_launch.cuh, FilterFound).
+      o.scratch_bytes = filter_device_scratch(FilterFound{}, std::get<sizeof...(Stages) - 1>(front_.stages()).pred,
+                                              static_cast<const first_type_t<typename io::in>*>(nullptr),
+                                              front_.geometry().chunk_elems);
     }
     return o;
   }

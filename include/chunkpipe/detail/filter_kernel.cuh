@@ -3,10 +3,16 @@
 // slot's output, the count written to the slot's count array on the device.
 // Nothing waits for the count here; a host-out op reads it after the copy
 // out brought it over (slots.hpp, run_packed_out).
+//
+// Only <chunkpipe/filter.cuh> (and the umbrella pipeline.cuh) include this
+// file: the runtime reaches it through filter_device_scratch and
+// filter_device_launch, found by argument-dependent lookup where a Filter
+// pipeline is instantiated (stage_launch.cuh says how).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/errors.hpp>
+#include <chunkpipe/detail/stage_launch.cuh>  // FilterFound
 
 #include <cub/device/device_select.cuh>
 #include <cuda_runtime_api.h>
@@ -52,6 +58,19 @@ void launch_filter(const Pred& pred, const T* in, std::size_t count, T* out, std
   std::size_t bytes = scratch_bytes;
   CHUNKPIPE_CUDA_TRY(cub::DeviceSelect::If(scratch, bytes, in, out, produced, static_cast<int>(count),
                                            KeepIf<Pred>{pred}, stream));
+}
+
+// The runtime's two entries (stage_launch.cuh, FilterFound): they take
+// FilterFound, and so win over the fallbacks there.
+template <class Pred, class T>
+std::size_t filter_device_scratch(FilterFound, const Pred& pred, const T*, std::size_t chunk_elems) {
+  return ::chunkpipe::detail::filter_scratch_bytes<Pred, T>(pred, chunk_elems);
+}
+
+template <class Pred, class T>
+void filter_device_launch(FilterFound, const Pred& pred, const T* in, std::size_t count, T* out,
+                          std::size_t* produced, void* scratch, std::size_t scratch_bytes, cudaStream_t stream) {
+  ::chunkpipe::detail::launch_filter(pred, in, count, out, produced, scratch, scratch_bytes, stream);
 }
 
 }  // namespace chunkpipe::detail

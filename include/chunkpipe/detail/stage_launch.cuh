@@ -3,13 +3,17 @@
 // typed, and its stage's launch on a stream. Shared by the executors that
 // issue to streams (stream_executor.cuh) and that capture into graphs
 // (graph_executor.cuh), so a stage launches the same way in both.
+//
+// A Filter's device side (CUB's DeviceSelect) is not included here: it
+// lives in filter_kernel.cuh, which <chunkpipe/filter.cuh> and the umbrella
+// include, so that a file whose pipelines never filter does not parse CUB
+// (about a fifth of such a file's compile time; issue 33).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/map_kernel.cuh>
-#include <chunkpipe/detail/filter_kernel.cuh>
 #include <chunkpipe/detail/reduce_kernel.cuh>
 #include <chunkpipe/detail/slots.hpp>
 
@@ -88,12 +92,37 @@ void invoke_stage(Accumulate<F, R, Merge>& stage, const std::tuple<::cuda::std::
   ::chunkpipe::detail::invoke_record_stage(stage.fn, stage.identity, ins, outs, chunk, offset, count, stream);
 }
 
+// How a Filter stage finds its device side. The two calls that need it
+// (filter_device_launch below, filter_device_scratch in cuda_runner.cuh)
+// are unqualified on purpose, with a FilterFound first: argument-dependent
+// lookup, done where the pipeline is instantiated, finds the overloads of
+// filter_kernel.cuh, which take FilterFound itself and so beat these
+// fallbacks, which take its base and say which header is missing.
+struct FilterMissing {};
+struct FilterFound : FilterMissing {};
+
+template <class Pred, class T>
+std::size_t filter_device_scratch(FilterMissing, const Pred&, const T*, std::size_t) {
+  static_assert(sizeof(Pred) == 0,
+                "chunkpipe: a pipeline with a Filter stage runs CUB's DeviceSelect on the GPU: #include "
+                "<chunkpipe/filter.cuh> (or the umbrella <chunkpipe/pipeline.cuh>, which includes it)");
+  return 0;
+}
+
+// Declared only: every run of a Filter pipeline sizes its scratch first
+// (CudaRunner::out_shape), so a file without filter.cuh stops at the
+// static_assert above, with one error, before this could be needed.
+template <class Pred, class T>
+void filter_device_launch(FilterMissing, const Pred&, const T*, std::size_t, T*, std::size_t*, void*, std::size_t,
+                          cudaStream_t);
+
 template <class Pred, class I>
 void invoke_stage(Filter<Pred>& stage, const std::tuple<::cuda::std::span<I>>& ins,
                   const std::tuple<::cuda::std::span<I>>& outs, std::size_t, std::size_t, std::size_t count,
                   cudaStream_t stream, const StageExtras& x) {
-  ::chunkpipe::detail::launch_filter(stage.pred, std::get<0>(ins).data(), count, std::get<0>(outs).data(), x.produced,
-                                     x.scratch, x.scratch_bytes, stream);
+  // Unqualified: found by argument-dependent lookup (FilterFound, above).
+  filter_device_launch(FilterFound{}, stage.pred, std::get<0>(ins).data(), count, std::get<0>(outs).data(),
+                       x.produced, x.scratch, x.scratch_bytes, stream);
 }
 
 template <class F, class... X, class... I, class... O>

@@ -4,12 +4,15 @@
 // calls beside them still compile (any other error fails the check). The
 // lines that start with "expect-error:" are what the check requires, each
 // in exactly one diagnostic. wrong_run_host.cpp does the same for
-// HostPipeline with the host compiler.
+// HostPipeline with the host compiler. It includes chunked_pipeline.cuh,
+// not the umbrella, so a Filter pipeline built without <chunkpipe/filter.cuh>
+// is checked here too: one static_assert that names the header.
 //
 // expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: auto total = pipe.run(x);
 // expect-error: chunkpipe: this pipeline writes its results to outputs: give run() an output, pipe.run(x, out);  or make the last stage a reduce/accumulate
 // expect-error: chunkpipe: run(): the output ranges' element types must be exactly those the last stage produces
-#include <chunkpipe/pipeline.cuh>
+// expect-error: chunkpipe: a pipeline with a Filter stage runs CUB's DeviceSelect on the GPU: #include <chunkpipe/filter.cuh> (or the umbrella
+#include <chunkpipe/chunked_pipeline.cuh>
 
 #include <vector>
 
@@ -19,6 +22,9 @@ struct Plus {
 };
 struct Twice {
   __device__ float operator()(float x) const { return 2.f * x; }
+};
+struct Big {
+  __device__ bool operator()(float x) const { return x > 0.5f; }
 };
 }  // namespace
 
@@ -36,5 +42,7 @@ int main() {
   sum.run(x, out);
   twice.run(x);
   twice.run(x, wrong);
+  auto keep = chunkpipe::make_pipeline({}, chunkpipe::filter(Big{}));  // no <chunkpipe/filter.cuh>
+  (void)keep.run(x, out);
   return total > 0.f ? 0 : 1;
 }
