@@ -479,13 +479,10 @@ class HostPipeline {
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
     // A spread's piece has the spread's own ends (it cuts the user's Source
     // and Sink into windows itself).
-    const detail::Window window = label.piece ? detail::Window{} : engine_->front.window_for(n);
-    detail::Endpoints made = detail::make_endpoints(std::move(ins), std::move(outs), staged, window);
-    if (Front::counted && !packed) packed = std::make_shared<detail::Packed>();
-    detail::complete_endpoints(made, engine_->front.per_record(), std::move(packed), std::move(keep));
-    auto ends = std::make_shared<const detail::Endpoints>(std::move(made));
-    detail::RunRanges ranges(*ends);
-    detail::check_run_ranges(ranges);
+    detail::RunEnds taken = detail::take_run_ends(engine_->front, std::move(ins), std::move(outs), n, staged,
+                                                label.piece, std::move(packed), std::move(keep));
+    const std::shared_ptr<const detail::Endpoints> ends = std::move(taken.ends);
+    detail::RunRanges& ranges = taken.ranges;
 
     std::lock_guard<std::mutex> lock(engine_->mutex);
     Engine& e = *engine_;

@@ -396,9 +396,9 @@ TEST_CASE("a run continues another only where every range picks up exactly where
   // Two inputs (float, double) and one output, 100 elements, then 50 more.
   auto run = [&](std::size_t from, std::size_t n) {
     detail::Endpoints e;
-    e.in.push_back({at(a, from), sizeof(float), n, false, {}});
-    e.in.push_back({reinterpret_cast<std::byte*>(c.data() + from), sizeof(double), n, false, {}});
-    e.out.push_back({at(b, from), sizeof(float), false, n, {}});
+    e.in.push_back({at(a, from), sizeof(float), n, false, {}, {}});
+    e.in.push_back({reinterpret_cast<std::byte*>(c.data() + from), sizeof(double), n, false, {}, {}});
+    e.out.push_back({at(b, from), sizeof(float), false, n, {}, {}});
     return e;
   };
   const detail::Endpoints first = run(0, 100);

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: MIT
 // What ChunkedPipeline does between a call and the executor: the device,
-// staging decisions and registrations, the checks on a run's ranges, slot
-// memory, the lifetime schedule (the driver) and who issues each run.
+// staging decisions and registrations, the checks on a run's ranges, and
+// when and on which thread each run is issued.
 //
 // Each piece lives in its own place: ranges and their checks in
-// run_setup.hpp, the slots and their memory in slot_arena.cuh, the
-// schedule in driver.hpp and plan.hpp, the CUDA work in
-// stream_executor.cuh, the thread that issues staged runs in
-// issue_worker.hpp, holding small runs to issue them together in
-// coalescer.hpp, which executor a run gets in dispatcher.hpp, a run's
-// state in run_ticket.cuh. This file wires them.
+// run_setup.hpp, holding small runs to issue them together in
+// coalescer.hpp, which executor a run gets in dispatcher.hpp, the thread
+// that issues staged runs in issue_worker.hpp, a run's state in
+// run_ticket.cuh, and everything a run touches once it is issued (the
+// executors, the schedule, slot memory, kernel lanes) in issuer.cuh. This
+// file wires them. Lock order: submit_mutex_, the coalescer's, the
+// issuer's, then the leaves (dispatcher, lane tuner, in-flight ranges).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -22,14 +23,12 @@
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/detail/coalescer.hpp>
 #include <chunkpipe/detail/dispatcher.hpp>
-#include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
-#include <chunkpipe/detail/graph_executor.cuh>
 #include <chunkpipe/detail/issue_worker.hpp>
+#include <chunkpipe/detail/issuer.cuh>
+#include <chunkpipe/detail/registrations.cuh>
 #include <chunkpipe/detail/run_setup.hpp>
-#include <chunkpipe/detail/slot_arena.cuh>
 #include <chunkpipe/detail/slots.hpp>
-#include <chunkpipe/detail/stream_executor.cuh>
 
 #include <cuda_runtime_api.h>
 
@@ -71,17 +70,13 @@ class CudaRunner {
   /// check their ranges and then throw no_device_error.
   CudaRunner(Options options, Stages... stages)
       : front_(Target::device, options, std::move(stages)...), device_(pick_device(front_.options(), no_device_)),
-        exec_(front_.stages(), device_, host_threads_for(options), health_, pool_), graphs_(front_.stages(), pool_) {
-    exec_.set_logging(options.record_issued);
-    graphs_.set_logging(options.record_issued);
-    graphs_.set_table_memory(options.device_memory);
-  }
+        issuer_(front_, device_, health_, pool_, dispatcher_, host_threads_for(options)) {}
 
   ~CudaRunner() {
     // Tickets may outlive the pipeline: from now on they hold no run.
     coalescer_.close();
     quiesce();
-    unregister_all();
+    registered_.release_all();
   }
   CudaRunner(const CudaRunner&) = delete;
   CudaRunner& operator=(const CudaRunner&) = delete;
@@ -118,7 +113,7 @@ class CudaRunner {
     auto folding = Traits::make(std::get<sizeof...(Stages) - 1>(front_.stages()));
     std::shared_ptr<void> keep;
     auto outs = ::chunkpipe::detail::folding_outputs(folding, n, front_.records_for(n), [&](std::size_t bytes) {
-      auto got = arena_.records(bytes);
+      auto got = issuer_.records(bytes);
       keep = got.first;
       return got;
     });
@@ -142,10 +137,7 @@ class CudaRunner {
   /// tickets report them). Blocks.
   /// The next profiled run records a fresh zero for Report::clock_ms.
   /// Runs in flight keep theirs. Never blocks beyond the issue lock.
-  void restart_profile_clock() {
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    exec_.restart_clock();
-  }
+  void restart_profile_clock() { issuer_.restart_profile_clock(); }
 
   void wait_all() {
     coalescer_.flush();
@@ -159,10 +151,7 @@ class CudaRunner {
   void drain_all() {
     worker_.wait_idle();
     if (device_ < 0) return;  // no device: nothing was ever issued
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    DeviceGuard guard(device_);
-    exec_.drain();
-    graphs_.drain();
+    issuer_.drain();
   }
 
   /// Waits for the most recent run; throws its error.
@@ -191,17 +180,14 @@ class CudaRunner {
   IssuedGraph issued_graph() {
     coalescer_.flush();
     worker_.wait_idle();
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    return graphs_.last_built();
+    return issuer_.issued_graph();
   }
 
   /// Every op issued so far, as the executor issued it (Options::record_issued).
   Plan issued_plan() {
     coalescer_.flush();
     worker_.wait_idle();
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    if (!driver_) return Plan{};
-    return ::chunkpipe::detail::issued_plan(driver_->builder(), exec_.log(), runs_log_);
+    return issuer_.issued_plan();
   }
 
   /// Waits for work in flight and unregisters every range Staging::registered
@@ -212,19 +198,32 @@ class CudaRunner {
     drain_all();
     if (device_ < 0) return;  // no device: no run registered anything
     DeviceGuard guard(device_);
-    {
-      // Cached graphs may copy from those ranges: forget them first.
-      std::lock_guard<std::mutex> issuing(issue_mutex_);
-      graphs_.forget();
-    }
-    for (const auto& [p, bytes] : registered_) CHUNKPIPE_CUDA_TRY(cudaHostUnregister(const_cast<void*>(p)));
-    registered_.clear();
+    issuer_.forget_graphs();  // cached graphs may copy from those ranges
+    registered_.release();
   }
 
   /// Ranges this pipeline registered, as (address, bytes).
   std::vector<std::pair<const void*, std::size_t>> registrations() const {
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    return registered_;
+    return registered_.ranges();
+  }
+
+  /// What the calibration decided (ChunkedPipeline::decision()). Never
+  /// blocks: while a run is being issued it answers with what was decided
+  /// before.
+  std::optional<Decision> decision() { return issuer_.decision(); }
+
+  /// Waits for every run, then decides on whatever chunks were timed
+  /// (tune()). Blocks.
+  std::optional<Decision> settle_decision() {
+    wait_all();
+    return issuer_.settle_decision();
+  }
+
+  /// The plan a run of `elems` elements would follow now (with the lanes
+  /// decided, if any). Never blocks.
+  Plan plan_for(std::size_t elems, bool stage_in, bool stage_out) const {
+    return front_.plan_for(elems, stage_in, stage_out, issuer_.decided_lanes());
   }
 
  private:
@@ -299,20 +298,17 @@ class CudaRunner {
     auto staged = [&](const auto& s) {
       if (s.size == 0 || !::chunkpipe::detail::needs_staging(s.data, s.memory)) return false;
       if (mode == Staging::registered) {
-        register_range(s.data, s.size * sizeof(*s.data));
+        registered_.add(s.data, s.size * sizeof(*s.data));
         return false;
       }
       return mode != Staging::direct;
     };
     // A spread's piece (labelled) has the spread's own buffers and Sink as
     // its ends: the spread cuts the user's Source and Sink into windows.
-    const Window window = piece ? Window{} : front_.window_for(n);
-    Endpoints made = ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), staged, window);
-    if (PipelineFront<Stages...>::counted && !packed) packed = std::make_shared<Packed>();
-    ::chunkpipe::detail::complete_endpoints(made, front_.per_record(), std::move(packed), std::move(keep));
-    auto ends = std::make_shared<const Endpoints>(std::move(made));
-    RunRanges ranges(*ends);
-    ::chunkpipe::detail::check_run_ranges(ranges);
+    RunEnds taken = ::chunkpipe::detail::take_run_ends(front_, std::move(ins), std::move(outs), n, staged, piece,
+                                                       std::move(packed), std::move(keep));
+    const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
+    RunRanges& ranges = taken.ranges;
     std::vector<const RunState*> exempt;
     for (const RunTicket& t : order.tickets) {
       if (!t.state()) continue;
@@ -327,8 +323,7 @@ class CudaRunner {
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
     if (n != 0) {
-      prepare(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out,
-              [this] { return out_shape<in_types>(); });
+      prepare<in_types>(::chunkpipe::detail::flow_of<in_types, Stages...>(), spec.stage_in || spec.stage_out);
     }
     std::string note;
     const Executor executor =
@@ -362,7 +357,7 @@ class CudaRunner {
     if (run->profile) {
       Report& r = run->report;
       const Geometry& g = front_.geometry();
-      r.label = run_label(g.kernel_lanes);
+      r.label = ::chunkpipe::detail::run_label(g, g.kernel_lanes);
       r.policy = g.policy;
       r.depth = g.depth;
       r.chunk_elems = g.chunk_elems;
@@ -399,9 +394,11 @@ class CudaRunner {
       // pipeline's thread).
       bool inline_issue = !run->host_work && worker_.idle();
       for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
-      if (!inline_issue) worker_.push([this, run, spec, n, index] { issue<in_types>(run, spec, n, index); });
+      if (!inline_issue) {
+        worker_.push([this, run, spec, n, index] { issuer_.template issue<in_types>(run, spec, n, index); });
+      }
       queued();
-      if (inline_issue) issue<in_types>(run, spec, n, index);
+      if (inline_issue) issuer_.template issue<in_types>(run, spec, n, index);
     });
     if (n == 0) {
       run->mark_issued();
@@ -425,7 +422,7 @@ class CudaRunner {
   template <class In>
   static void issue_as(void* self, const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n,
                        std::size_t index) noexcept {
-    static_cast<CudaRunner*>(self)->template issue<In>(run, spec, n, index);
+    static_cast<CudaRunner*>(self)->issuer_.template issue<In>(run, spec, n, index);
   }
 
   // Where the coalescer's watcher waits for the run queued before the held
@@ -438,293 +435,22 @@ class CudaRunner {
     }
   }
 
-  // Issues one run through the driver. Never throws: what goes wrong is
-  // the run's error; a schedule left torn by a CUDA call that failed is
-  // dropped, after everything in flight has stopped, for a fresh one.
+  // The slots and schedule for runs of this flow (Issuer::prepare). New
+  // slots wait for every run in flight, and held runs are issued with the
+  // slots they were queued for first. Under submit_mutex_.
   template <class In>
-  void issue(const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    if (run->executor == Executor::graphs) {
-      // A run queued before a stage was found not to capture goes on streams too.
-      std::string refused = dispatcher_.refusal();
-      if (!refused.empty()) {
-        run->executor = Executor::streams;
-        run->executor_note = refused;
-      } else if (issue_graph<In>(run, n, index)) {
-        run->mark_issued();
-        return;
-      }
-    }
-    try {
-      DeviceGuard guard(device_);
-      if (!driver_) fresh_schedule();
-      NvtxRange range(run_name_, index);
-      typename StreamExecutor<Stages...>::Run r;
-      r.state = run;
-      r.index = index;
-      RunSpec lanes_spec = spec;
-      lanes_spec.kernel_lanes = lanes_for_run(n);
-      if (run->profile) {
-        run->report.queues = driver_->builder().queues();
-        run->report.label = run_label(lanes_spec.kernel_lanes);  // the lanes it got
-        std::lock_guard<std::mutex> stats(stats_mutex_);
-        if (decision_) run->report.decision = decision_->why;
-      }
-      const PlanRun done = driver_->template issue_run<In>(exec_, r, lanes_spec, n);
-      if (cal_) settle_locked(false);  // a check's (or a late first) decision, while the GPU runs this run
-      run->elems = n == unknown_length ? done.elems : n;
-      run->chunks = (run->elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
-      if (front_.options().record_issued) runs_log_.push_back(done);
-    } catch (...) {
-      run->fail(std::current_exception());
-      exec_.drain();
-      graphs_.drain();
-      driver_.reset();
-    }
-    run->mark_issued();
-  }
-
-  // A profiled run's report label: "stage_streams, depth 3, 2 kernel lanes".
-  std::string run_label(int lanes) const {
-    const Geometry& g = front_.geometry();
-    return std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
-           (lanes > 1 ? ", " + std::to_string(lanes) + " kernel lanes" : std::string());
-  }
-
-  // -- Calibration (the automatic policy; calibration.cuh) -------------------
-
-  // The kernel lanes the next run gets: those decided once the calibrated
-  // chunks are done, the geometry's until then. Under issue_mutex_.
-  // Only the first decision is made here, before the run is issued, so
-  // that the run after the timed chunks already gets it; a check's is made
-  // after a run was issued (issue()), where deciding (a simulated run per
-  // lane count: under a millisecond of host time) overlaps the GPU's work instead
-  // of delaying the run's first op (benchmarks/probes/default_gap.cu found
-  // each run that followed a check 0.5 ms slower when it was made here).
-  int lanes_for_run(std::size_t n) {
-    if (!cal_) return front_.geometry().kernel_lanes;
-    if (!cal_->decided()) settle_locked(false);
-    cal_->note_run(n == unknown_length ? 0 : n, run_lanes_);
-    return run_lanes_;
-  }
-
-  // Makes a decision if the calibrated chunks are done (any timed at all,
-  // if `final`), and publishes it: the first, and any later check's that
-  // found the work moved (CalibrationState::recheck_chunks, moved_margin).
-  // Never blocks. Under issue_mutex_, on the pipeline's device.
-  void settle_locked(bool final) {
-    if (!cal_) return;
-    std::optional<Decision> d = cal_->settle(final);
-    if (!d) return;
-    run_lanes_ = d->chosen.geometry.kernel_lanes;
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    decision_ = std::move(*d);
-  }
-
- public:
-  /// What the calibration decided (ChunkedPipeline::decision()). Never
-  /// blocks: while a run is being issued it answers with what was decided
-  /// before.
-  std::optional<Decision> decision() {
-    {
-      std::unique_lock<std::mutex> issuing(issue_mutex_, std::try_to_lock);
-      if (issuing.owns_lock() && cal_) {
-        DeviceGuard guard(device_);
-        settle_locked(false);
-      }
-    }
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    return decision_;
-  }
-
-  /// Waits for every run, then decides on whatever chunks were timed
-  /// (tune()). Blocks.
-  std::optional<Decision> settle_decision() {
-    wait_all();
-    {
-      std::lock_guard<std::mutex> issuing(issue_mutex_);
-      if (cal_) {
-        DeviceGuard guard(device_);
-        settle_locked(true);
-      }
-    }
-    std::lock_guard<std::mutex> stats(stats_mutex_);
-    return decision_;
-  }
-
-  /// The plan a run of `elems` elements would follow now (with the lanes
-  /// decided, if any). Never blocks.
-  Plan plan_for(std::size_t elems, bool stage_in, bool stage_out) const {
-    int lanes = 0;
-    {
-      std::lock_guard<std::mutex> stats(stats_mutex_);
-      if (decision_) lanes = decision_->chosen.geometry.kernel_lanes;
-    }
-    return front_.plan_for(elems, stage_in, stage_out, lanes);
-  }
-
- private:
-  // Issues a pinned run as one graph launch. Returns false if the run is
-  // to go on streams after all (the automatic executor, when a stage
-  // cannot be captured); true when it is issued or has failed. Never throws.
-  template <class In>
-  bool issue_graph(const std::shared_ptr<RunState>& run, std::size_t n, std::size_t index) noexcept {
-    try {
-      DeviceGuard guard(device_);
-      if (!driver_) fresh_schedule();  // the streams the graph orders itself between
-      NvtxRange range(graph_run_name_, index);
-      graph_streams_.clear();  // reused: a replay allocates nothing here
-      for (std::size_t q = 0; q < exec_.device_queues(); ++q) graph_streams_.push_back(exec_.stream(q));
-      GraphStats times;
-      const auto path = graphs_.template issue<In>(*run, n, graph_streams_, times);
-      run->elems = n;
-      run->chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
-      dispatcher_.graph_issued(path, times, graphs_.cached());
-      return true;
-    } catch (const graph_build_error& e) {
-      // Nothing was launched: the pipeline is fine, the run's graph is not.
-      // What the failed capture left in CUDA's last error is ours, not the
-      // next run's.
-      (void)cudaGetLastError();
-      if (!dispatcher_.build_failed(e.what(), e.every_shape)) {
-        run->fail(std::current_exception());
-        return true;
-      }
-      run->executor = Executor::streams;
-      run->executor_note = e.what();
-      return false;
-    } catch (const cuda_error& e) {
-      if (is_sticky(e.code())) health_->mark(e.what());
-      run->fail(std::current_exception());
-      exec_.drain();
-      graphs_.drain();
-      driver_.reset();
-      return true;
-    } catch (...) {
-      run->fail(std::current_exception());
-      exec_.drain();
-      graphs_.drain();
-      driver_.reset();
-      return true;
-    }
-  }
-
-  // What the last stage's slot buffer holds beyond its outputs: a Filter's
-  // count and CUB scratch (sized for a full unit).
-  template <class In>
-  OutShape out_shape() {
-    OutShape o;
-    o.records = front_.unit_records();
-    o.counted = PipelineFront<Stages...>::counted;
-    using Last = typename PipelineFront<Stages...>::last_stage;
-    if constexpr (is_filter<Last>::value) {
-      using io = std::tuple_element_t<sizeof...(Stages) - 1, typename chain<In, Stages...>::ios>;
-      // Unqualified: argument-dependent lookup finds filter_kernel.cuh's
-      // overload (<chunkpipe/filter.cuh>; stage_launch.cuh, FilterFound).
-      o.scratch_bytes = filter_device_scratch(FilterFound{}, std::get<sizeof...(Stages) - 1>(front_.stages()).pred,
-                                              static_cast<const first_type_t<typename io::in>*>(nullptr),
-                                              front_.geometry().chunk_elems);
-    }
-    return o;
-  }
-
-  // The slots and schedule for runs of this flow (element types). The first
-  // run allocates them; a run whose element types lay the slots out
-  // differently waits for every run in flight first. Throws config_error
-  // when the slots do not fit in free device memory, and what the arena's
-  // allocations throw (SlotArena: the program's MemoryResources).
-  template <class OutShapeFn>
-  void prepare(const Flow& flow, bool staged, OutShapeFn&& out_shape_of) {
-    if (flow_ && *flow_ == flow && (!staged || arena_.has_pinned())) return;
-    // Held runs are issued with the slots they were queued for.
+  void prepare(const Flow& flow, bool staged) {
+    if (issuer_.prepared(flow, staged)) return;
     coalescer_.flush();
     worker_.wait_idle();
-    std::lock_guard<std::mutex> lock(issue_mutex_);
-    const bool fresh = !flow_ || *flow_ != flow;
-    if (fresh) {
-      exec_.drain();
-      graphs_.drain();
-      if (cal_) {
-        // Everything timed has run: decide on it before the new schedule
-        // numbers its chunks afresh (fresh_schedule restarts the round).
-        DeviceGuard guard(device_);
-        settle_locked(true);
-      }
-      // Until the new slots exist, no flow is prepared: if allocating them
-      // throws, the next run starts here again.
-      driver_.reset();
-      flow_ = nullptr;
-      const Geometry& g = front_.geometry();
-      PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
-      arena_.lay_out(::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow,
-                                                           g.chunk_elems, g.depth, out_shape_of()));
-      flow_ = &flow;
-    }
-    // Pinned slots only for pipelines that stage; no op uses them before
-    // the first staged run, so they can appear without a drain.
-    if (staged) arena_.ensure_pinned();
-    exec_.set_memory(arena_.memory());
-    if (fresh) {
-      // Graphs name the device slots; pinned slots are never theirs. Other
-      // element types may capture where these did not.
-      const Geometry& g = front_.geometry();
-      // A graph is one run with the geometry's lanes: the lanes a
-      // calibration decides are for stream runs, whose streams they are.
-      PlanShape shape = front_.lifetime_shape();
-      shape.kernel_lanes = g.kernel_lanes;
-      shape.lanes_vary = false;
-      graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, arena_.memory());
-      dispatcher_.new_flow();
-    }
-  }
-
-  // A new lifetime schedule: chunk and op numbers start again. Only when
-  // nothing is in flight (the first run, new element types, or after a
-  // schedule was torn).
-  void fresh_schedule() {
-    const Geometry& g = front_.geometry();
-    driver_.emplace(g.policy, g.depth, front_.lifetime_shape(), g.chunk_elems);
-    exec_.configure(driver_->builder(), arena_.memory());
-    runs_log_.clear();
-    if (front_.calibrates() && !cal_) {
-      // Its events belong to this device; a schedule made again later (new
-      // element types) keeps what was decided (prepare() settles what was
-      // timed first; after a failure the round in progress starts over).
-      cal_.emplace(front_.options(), static_cast<int>(sizeof...(Stages)), front_.lane_capacity(), g.chunk_elems);
-      exec_.set_calibration(&*cal_);
-    } else if (cal_) {
-      cal_->restart();  // the chunk numbers start over
-    }
-  }
-
-  /// Pins a pageable range in place for Staging::registered, once: the
-  /// registration is cached until release_registrations(). Blocks (pinning
-  /// takes tens to hundreds of ms per GiB); throws cuda_error on failure.
-  void register_range(const void* p, std::size_t bytes) {
-    for (const auto& [q, b] : registered_) {
-      if (p >= q && static_cast<const std::byte*>(p) + bytes <= static_cast<const std::byte*>(q) + b) return;
-    }
-    CHUNKPIPE_CUDA_TRY(cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault));
-    registered_.emplace_back(p, bytes);
-  }
-
-  void unregister_all() noexcept {
-    for (const auto& [p, bytes] : registered_) {
-      if (cudaHostUnregister(const_cast<void*>(p)) != cudaSuccess) (void)cudaGetLastError();
-    }
-    registered_.clear();
+    issuer_.template prepare<In>(flow, staged);
   }
 
   /// Everything stopped, for the destructor. Never throws.
   void quiesce() noexcept {
     worker_.stop();
     if (device_ < 0) return;  // no device: nothing was ever issued
-    int previous = 0;
-    const bool switched =
-        cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
-    exec_.drain();
-    graphs_.drain();
-    if (switched) (void)cudaSetDevice(previous);
+    issuer_.quiesce();
   }
 
   PipelineFront<Stages...> front_;
@@ -738,30 +464,14 @@ class CudaRunner {
   mutable std::mutex submit_mutex_;
   InFlightRanges<RunState> in_flight_;
   std::shared_ptr<RunState> last_;
-  std::vector<std::pair<const void*, std::size_t>> registered_;  // Staging::registered ranges
+  Registrations registered_;  // Staging::registered ranges (registrations.cuh)
   Stream gate_;  // takes snapshots of user events (after(event))
   std::size_t runs_started_ = 0;
 
-  // Guarded by issue_mutex_ (and changed only when nothing is being issued):
-  // the schedule, the executor and slot memory.
-  std::mutex issue_mutex_;
-  const Flow* flow_ = nullptr;
-  SlotArena arena_{device_, front_.options()};  // slot layout, arenas, record pool (slot_arena.cuh)
-  StreamExecutor<Stages...> exec_;
-  GraphExecutor<Stages...> graphs_;
-  std::vector<cudaStream_t> graph_streams_;  // the stream executor's, for graphs_.issue()
-  std::optional<Driver<StreamExecutor<Stages...>>> driver_;
-  std::vector<PlanRun> runs_log_;
-  std::optional<Calibration> cal_;  // a pipeline that calibrates, from its first schedule on
-  int run_lanes_ = 1;               // the lanes stream runs get (settle_locked)
-  NvtxName run_name_{"chunkpipe run"};
-  NvtxName graph_run_name_{"chunkpipe graph run"};
-
   // Which executor each run gets, and GraphStats (dispatcher.hpp); its own lock.
   Dispatcher dispatcher_{front_.options(), front_.geometry(), PipelineFront<Stages...>::all_elementwise};
-
-  mutable std::mutex stats_mutex_;
-  std::optional<Decision> decision_;  // guarded by stats_mutex_: what the calibration decided
+  // Everything a run touches once issued: executors, schedule, slots, lanes (issuer.cuh); its own lock.
+  Issuer<Stages...> issuer_;
 
   // Options::coalesce: its own lock and watcher thread; issues on worker_.
   // Closed first by ~CudaRunner; its jobs on worker_ use none of it.

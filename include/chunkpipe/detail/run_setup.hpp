@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace chunkpipe::detail {
@@ -181,6 +182,33 @@ inline void check_run_ranges(const RunRanges& run) {
                          "(same start, same element size), and outputs may not overlap");
     }
   }
+}
+
+/// What a run's intake makes of its two sides, on either backend.
+struct RunEnds {
+  std::shared_ptr<const Endpoints> ends;  ///< bytes-level, windowed, completed
+  RunRanges ranges;                       ///< its host ranges, checked against each other
+};
+
+/// The one intake of a run's two sides, shared by both backends (a
+/// spread's pieces come through it too): the Source and Sink windows of
+/// `front` (none for a spread's piece, whose ends the spread cut itself),
+/// the endpoints (`staged(span)` says which pageable ranges cross through
+/// pinned slots), what the stages' output shape adds (a count, records),
+/// then the run's own ranges checked against each other. `n`: the run's
+/// length from validate_run(). Throws config_error for ranges that
+/// overlap within the run. Host-only; touches no device.
+template <class Front, class InSide, class OutSide, class Staged>
+RunEnds take_run_ends(const Front& front, InSide ins, OutSide outs, std::size_t n, Staged&& staged, bool piece,
+                      std::shared_ptr<Packed> packed, std::shared_ptr<void> keep) {
+  const Window window = piece ? Window{} : front.window_for(n);
+  Endpoints made = make_endpoints(std::move(ins), std::move(outs), std::forward<Staged>(staged), window);
+  if (Front::counted && !packed) packed = std::make_shared<Packed>();
+  complete_endpoints(made, front.per_record(), std::move(packed), std::move(keep));
+  auto ends = std::make_shared<const Endpoints>(std::move(made));
+  RunRanges ranges(*ends);
+  check_run_ranges(ranges);
+  return RunEnds{std::move(ends), std::move(ranges)};
 }
 
 /// The ranges of the runs a pipeline has queued that may not have finished,

@@ -93,7 +93,7 @@ void invoke_stage(Accumulate<F, R, Merge>& stage, const std::tuple<::cuda::std::
 }
 
 // How a Filter stage finds its device side. The two calls that need it
-// (filter_device_launch below, filter_device_scratch in cuda_runner.cuh)
+// (filter_device_launch below, filter_device_scratch in issuer.cuh)
 // are unqualified on purpose, with a FilterFound first: argument-dependent
 // lookup, done where the pipeline is instantiated, finds the overloads of
 // filter_kernel.cuh, which take FilterFound itself and so beat these
@@ -110,7 +110,7 @@ std::size_t filter_device_scratch(FilterMissing, const Pred&, const T*, std::siz
 }
 
 // Declared only: every run of a Filter pipeline sizes its scratch first
-// (CudaRunner::out_shape), so a file without filter.cuh stops at the
+// (Issuer::out_shape), so a file without filter.cuh stops at the
 // static_assert above, with one error, before this could be needed.
 template <class Pred, class T>
 void filter_device_launch(FilterMissing, const Pred&, const T*, std::size_t, T*, std::size_t*, void*, std::size_t,
