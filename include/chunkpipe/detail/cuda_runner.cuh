@@ -9,8 +9,11 @@
 // that issues staged runs in issue_worker.hpp, a run's state in
 // run_ticket.cuh, and everything a run touches once it is issued (the
 // executors, the schedule, slot memory, kernel lanes) in issuer.cuh. This
-// file wires them. Lock order: submit_mutex_, the coalescer's, the
-// issuer's, then the leaves (dispatcher, lane tuner, in-flight ranges).
+// file wires them. Lock order: submit_mutex_ (which also guards the
+// in-flight ranges and the registrations, neither of which has a lock of
+// its own), the coalescer holder's and the coalescer's, the issuer's, then
+// the leaves: the dispatcher's, the lane tuner's, the issue worker's, the
+// event pool's and each run's state.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -133,12 +136,12 @@ class CudaRunner {
     return ResultTicket<std::size_t, RunTicket>(std::move(t), std::make_shared<WrittenCount<Packed>>(std::move(packed)));
   }
 
-  /// Waits for every run queued so far, ignoring their errors (their
-  /// tickets report them). Blocks.
   /// The next profiled run records a fresh zero for Report::clock_ms.
   /// Runs in flight keep theirs. Never blocks beyond the issue lock.
   void restart_profile_clock() { issuer_.restart_profile_clock(); }
 
+  /// Waits for every run queued so far, ignoring their errors (their
+  /// tickets report them). Blocks.
   void wait_all() {
     coalescer_.flush();
     drain_all();

@@ -94,7 +94,7 @@ class Issuer {
       drain_locked();
       // Everything timed has run: decide on it before the new schedule
       // numbers its chunks afresh (fresh_schedule restarts the round).
-      if (tuner_.calibrates()) {
+      if (tuner_.has_calibration()) {
         DeviceGuard guard(device_);
         tuner_.settle(true);
       }
@@ -121,6 +121,7 @@ class Issuer {
       shape.kernel_lanes = g.kernel_lanes;
       shape.lanes_vary = false;
       graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, arena_.memory());
+      // Other element types may capture where these did not.
       dispatcher_.new_flow();
     }
   }
@@ -217,7 +218,7 @@ class Issuer {
   std::optional<Decision> decision() {
     {
       std::unique_lock<std::mutex> issuing(mutex_, std::try_to_lock);
-      if (issuing.owns_lock() && tuner_.calibrates()) {
+      if (issuing.owns_lock() && tuner_.has_calibration()) {
         DeviceGuard guard(device_);
         tuner_.settle(false);
       }
@@ -230,7 +231,7 @@ class Issuer {
   std::optional<Decision> settle_decision() {
     {
       std::lock_guard<std::mutex> issuing(mutex_);
-      if (tuner_.calibrates()) {
+      if (tuner_.has_calibration()) {
         DeviceGuard guard(device_);
         tuner_.settle(true);
       }
@@ -323,7 +324,9 @@ class Issuer {
     }
   }
 
-  // Under the issue lock (or with nothing else left: quiesce), on the device.
+  // Under the issue lock (or with nothing else left: quiesce). Any current
+  // device will do: a stream synchronises from any (tear_down calls this
+  // from catch blocks, after the DeviceGuard is gone).
   void drain_locked() noexcept {
     exec_.drain();
     graphs_.drain();

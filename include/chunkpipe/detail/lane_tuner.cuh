@@ -45,7 +45,7 @@ class LaneTuner {
     return nullptr;
   }
 
-  bool calibrates() const noexcept { return cal_.has_value(); }
+  bool has_calibration() const noexcept { return cal_.has_value(); }
 
   /// The kernel lanes the next run of `n` elements gets: those decided once
   /// the calibrated chunks are done, the geometry's until then. Only the

@@ -34,9 +34,10 @@ class Registrations {
     ranges_.emplace_back(p, bytes);
   }
 
-  /// Unregisters every range; nothing in flight may use them. Throws
-  /// cuda_error at the first that fails, which stays listed (the ranges
-  /// before it are gone).
+  /// Unregisters every range, newest first; nothing in flight may use
+  /// them. Throws cuda_error at the first that fails: it and the ranges
+  /// registered before it stay listed, those after it are gone (so none is
+  /// ever unregistered twice).
   void release() {
     while (!ranges_.empty()) {
       CHUNKPIPE_CUDA_TRY(cudaHostUnregister(const_cast<void*>(ranges_.back().first)));

@@ -197,17 +197,20 @@ struct RunEnds {
 /// pinned slots), what the stages' output shape adds (a count, records),
 /// then the run's own ranges checked against each other. `n`: the run's
 /// length from validate_run(). Throws config_error for ranges that
-/// overlap within the run. Host-only; touches no device.
+/// overlap within the run, and what `staged` throws (on the GPU backend it
+/// asks CUDA about a range and may register it: cuda_error). Nothing else
+/// here touches a device.
 template <class Front, class InSide, class OutSide, class Staged>
 RunEnds take_run_ends(const Front& front, InSide ins, OutSide outs, std::size_t n, Staged&& staged, bool piece,
                       std::shared_ptr<Packed> packed, std::shared_ptr<void> keep) {
   const Window window = piece ? Window{} : front.window_for(n);
-  Endpoints made = make_endpoints(std::move(ins), std::move(outs), std::forward<Staged>(staged), window);
+  Endpoints made =
+      ::chunkpipe::detail::make_endpoints(std::move(ins), std::move(outs), std::forward<Staged>(staged), window);
   if (Front::counted && !packed) packed = std::make_shared<Packed>();
-  complete_endpoints(made, front.per_record(), std::move(packed), std::move(keep));
+  ::chunkpipe::detail::complete_endpoints(made, front.per_record(), std::move(packed), std::move(keep));
   auto ends = std::make_shared<const Endpoints>(std::move(made));
   RunRanges ranges(*ends);
-  check_run_ranges(ranges);
+  ::chunkpipe::detail::check_run_ranges(ranges);
   return RunEnds{std::move(ends), std::move(ranges)};
 }
 
