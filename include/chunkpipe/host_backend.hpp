@@ -24,6 +24,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
+#include <chunkpipe/scan.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -372,6 +373,15 @@ class HostPipeline {
     using in_types = typename detail::side_types<InSide>::type;
     using out_types = typename detail::side_types<OutSide>::type;
     static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
+    // A carrying stage's ops need their carry buffer (PlanShape::carries).
+    const bool carries[] = {detail::stage_kind<Stages>::carries...};
+    for (std::size_t i = 0; i < sizeof...(Stages); ++i) {
+      if (carries[i] && (plan.shape.carries.size() <= i || !plan.shape.carries[i])) {
+        throw config_error("chunkpipe: run_plan: stage " + std::to_string(i) +
+                           " carries a value from chunk to chunk (a Scan); plan it with PlanShape::carries[" +
+                           std::to_string(i) + "] set");
+      }
+    }
     const std::size_t chunk = geometry().chunk_elems;
     std::vector<std::shared_ptr<detail::HostRun>> runs;
     std::vector<std::size_t> lengths;
@@ -397,7 +407,7 @@ class HostPipeline {
     Engine& e = *engine_;
     const detail::SlotLayout layout = detail::make_slot_layout(
         plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
-        detail::OutShape{e.front.unit_records(), Front::counted, 0});
+        detail::OutShape{e.front.unit_records(), Front::counted, 0}, e.front.carry_segment());
     detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed(), options().device_memory,
                                          options().pinned_memory);
     exec.reset(plan.steps, plan.queues.size(), layout);
@@ -551,7 +561,8 @@ class HostPipeline {
       try {
         exec.reset(b.steps(), b.queues().size(),
                    detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
-                                            detail::OutShape{front.unit_records(), Front::counted, 0}));
+                                            detail::OutShape{front.unit_records(), Front::counted, 0},
+                                            front.carry_segment()));
       } catch (...) {
         driver.reset();
         throw;

@@ -327,10 +327,10 @@ inline Geometry resolve_geometry(const Options& o, bool all_elementwise, Target 
   const std::size_t m = unit_multiple == 0 ? 1 : unit_multiple;
   if (o.chunk_elems % m != 0 || o.grain_elems % m != 0) {
     const bool window = o.chunk_elems % m != 0;
-    throw config_error(std::string("chunkpipe: a Reduce folds segments of ") + std::to_string(m) +
+    throw config_error(std::string("chunkpipe: a Reduce or a Scan works in segments of ") + std::to_string(m) +
                        " elements, and chunks must hold whole segments; " + (window ? "chunk_elems" : "grain_elems") +
                        " (" + std::to_string(window ? o.chunk_elems : o.grain_elems) +
-                       ") is not a multiple of it (give reduce() a segment that divides it)");
+                       ") is not a multiple of it (give reduce() or scan() a segment that divides it)");
   }
   std::size_t grain = o.grain_elems;
   const bool chosen = grain == 0 && o.policy == Policy::automatic;  // ours to adjust

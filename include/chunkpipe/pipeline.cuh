@@ -11,6 +11,7 @@
 ///   the decision (decide.hpp), errors (errors.hpp, cuda_error.cuh) and the
 ///   CUDA resources (memory.cuh);
 /// - filter.cuh: a Filter stage's device side (CUB's DeviceSelect);
+/// - scan.hpp: the Scan stage (a running prefix over a whole run);
 /// - the hazard check (hazards.hpp), the simulator (simulate.hpp),
 ///   measurements of the link and of a stage (measure.cuh) and the version
 ///   (version.hpp).
@@ -41,6 +42,7 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/scan.hpp>
 #include <chunkpipe/simulate.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/version.hpp>

@@ -97,6 +97,12 @@ struct PlanShape {
   /// on stage ops whose next lap is a stage op, since that op may be on any
   /// lane; without it every run takes all kernel_lanes.
   bool lanes_vary = false;
+  /// Per stage: the stage carries a value from each chunk to the next (a
+  /// Scan's running prefix). Its ops then read and write a buffer that is
+  /// one for the whole ring, "stage i carry", so that each waits for the
+  /// one of the chunk before it, whichever slot or queue that used.
+  /// Empty: none does.
+  std::vector<bool> carries;
 };
 
 /// One queue of a plan.
@@ -182,6 +188,9 @@ struct Plan {
   std::vector<Queue> queues;         ///< the queues; Op::queue indexes them
   std::vector<Step> steps;           ///< what every chunk goes through; Op::step indexes them
   std::vector<std::string> buffers;  ///< names of the per-slot buffers
+  /// [buffer]: one buffer for the whole ring, not one per slot (a stage's
+  /// carry, PlanShape::carries); every slot's ops touch the same one.
+  std::vector<bool> ring_wide;
   std::vector<Op> ops;               ///< in issue order; ops[i].id == i
   std::vector<PlanRun> runs;         ///< in issue order
   /// The executor a run of this plan would use (ChunkedPipeline::plan_for);
@@ -258,6 +267,8 @@ class PlanBuilder {
   const std::vector<Step>& steps() const noexcept { return steps_; }
   /// Names of the per-slot buffers; Step::reads and Step::writes index them.
   const std::vector<std::string>& buffers() const noexcept { return buffers_; }
+  /// [buffer]: one for the whole ring (PlanShape::carries), not per slot.
+  const std::vector<bool>& ring_wide() const noexcept { return ring_wide_; }
   /// The largest `ahead` of any step.
   int max_ahead() const noexcept { return max_ahead_; }
   /// How many chunks one slot-reuse wait covers (stage_streams with deep
@@ -342,6 +353,8 @@ class PlanBuilder {
   std::vector<Step> steps_;
   std::vector<int> family_;                        // [step]: steps that are forms of one copy share a family
   std::vector<std::string> buffers_;
+  std::vector<bool> ring_wide_;                    // [buffer]: one for the ring (a carry)
+  std::vector<bool> step_carries_;                 // [step]: touches a ring-wide buffer
   std::vector<int> active_[4];                     // [stage_in | stage_out << 1]: steps a run uses, in order
   bool variant_ok_[4] = {false, false, false, false};
   int max_ahead_ = 0;

@@ -416,6 +416,24 @@ struct chain<In, S, Rest...> {
                                       std::declval<typename chain<typename io::out, Rest...>::ios>()));
 };
 
+/// A stage kind that lives in a header of its own (scan.hpp) specialises
+/// this: `own_header = true`, and with `carries = true` and a `carry`
+/// type, its ops pass a value of that type from each chunk of a run to the
+/// next (PlanShape::carries; StageExtras::carry holds it and one more per
+/// segment of a unit). The engine then calls, unqualified with a StageKind
+/// first so that argument-dependent lookup finds the kind's header where
+/// the pipeline is instantiated, run_stage_kind (the host backend's run of
+/// one chunk) and, in CUDA code, launch_stage_kind (its launch on a stream).
+template <class Stage>
+struct stage_kind {
+  static constexpr bool own_header = false;
+  static constexpr bool carries = false;
+  using carry = unsigned char;
+};
+
+/// The tag that the hooks of stage_kind are found through.
+struct StageKind {};
+
 template <class Stage>
 struct is_elementwise : std::false_type {};
 template <class F>

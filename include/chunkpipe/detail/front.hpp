@@ -66,11 +66,12 @@ class PipelineFront {
   static constexpr bool counted = records == Records::counted;
   static constexpr bool all_elementwise = (is_elementwise<Stages>::value && ...);
   /// Whether no stage can see chunk boundaries, so the unit may differ from
-  /// the window: Map stages, ending in a Reduce (its result depends on the
-  /// fixed segments only), a Filter (what it keeps, packed, does not depend
-  /// on the chunks) or neither.
+  /// the window: Map stages, carrying stages (a Scan: its result depends on
+  /// the fixed segments only), ending in a Reduce (likewise), a Filter (what
+  /// it keeps, packed, does not depend on the chunks) or neither.
   static constexpr bool grain_free = ((is_elementwise<Stages>::value ||
-                                       records_of<Stages>::value == Records::per_segment || is_filter<Stages>::value) &&
+                                       records_of<Stages>::value == Records::per_segment || is_filter<Stages>::value ||
+                                       stage_kind<Stages>::carries) &&
                                       ...);
 
  private:
@@ -84,6 +85,8 @@ class PipelineFront {
       : target_(target),
         options_(validated(options)),
         segment_(segment_of(stages...)),
+        reduce_segment_(reduce_segment_of(stages...)),
+        carry_segment_(carry_segment_of(stages...)),
         geometry_(::chunkpipe::detail::resolve_geometry(options_, grain_free, target, segment_)),
         stages_(std::move(stages)...) {}
 
@@ -91,7 +94,7 @@ class PipelineFront {
   /// element-wise last stage, a Reduce's segment, the unit for per-chunk
   /// records.
   std::size_t per_record() const noexcept {
-    if constexpr (records == Records::per_segment) return segment_;
+    if constexpr (records == Records::per_segment) return reduce_segment_;
     if constexpr (records == Records::per_chunk) return geometry_.chunk_elems;
     return 1;
   }
@@ -126,6 +129,12 @@ class PipelineFront {
 
   /// The options the pipeline was built with.
   const Options& options() const noexcept { return options_; }
+  /// Elements every unit holds a whole number of: the larger of a Reduce's
+  /// and a Scan's segments (one divides the other), 1 without either.
+  std::size_t segment() const noexcept { return segment_; }
+  /// The smallest segment of a carrying stage (a Scan; 1 without one): a
+  /// carry buffer holds one value per such segment of a unit.
+  std::size_t carry_segment() const noexcept { return carry_segment_; }
   /// The policy, slot count and scheduling unit runs actually use.
   const Geometry& geometry() const noexcept { return geometry_; }
 
@@ -134,6 +143,7 @@ class PipelineFront {
     PlanShape s;
     s.stages = static_cast<int>(stage_count);
     s.in_place = {is_in_place<Stages>::value...};
+    s.carries = {stage_kind<Stages>::carries...};
     s.stage_in = stage_in;
     s.stage_out = stage_out || counted;
     s.variable_out = counted;
@@ -219,22 +229,57 @@ class PipelineFront {
     }
     return o;
   }
-  // A Reduce's segment (1 without one). Throws config_error for 0.
+  // A Reduce's or a Scan's segment (1 without one). Throws config_error
+  // for 0, and for two stages whose segments differ.
   static std::size_t segment_of(const Stages&... stages) {
     std::size_t m = 1;
     auto one = [&](const auto& st) {
-      if constexpr (records_of<std::decay_t<decltype(st)>>::value == Records::per_segment) {
-        if (st.segment == 0) throw config_error("chunkpipe: a Reduce's segment must be at least 1 element (got 0)");
-        m = st.segment;
+      using S = std::decay_t<decltype(st)>;
+      if constexpr (records_of<S>::value == Records::per_segment || stage_kind<S>::carries) {
+        const char* what = stage_kind<S>::carries ? "Scan" : "Reduce";
+        if (st.segment == 0) {
+          throw config_error(std::string("chunkpipe: a ") + what + "'s segment must be at least 1 element (got 0)");
+        }
+        // Units hold whole segments of both: the larger, where it is a
+        // multiple of the smaller.
+        const std::size_t big = std::max(m, st.segment), small = std::min(m, st.segment);
+        if (big % small != 0) {
+          throw config_error("chunkpipe: two stages of one pipeline work in segments of " + std::to_string(m) +
+                             " and " + std::to_string(st.segment) + " elements; give them segments of which one "
+                             "divides the other");
+        }
+        m = big;
       }
     };
     (one(stages), ...);
     return m;
   }
 
+  // A Reduce's segment (1 without one): its partials' span.
+  static std::size_t reduce_segment_of(const Stages&... stages) {
+    std::size_t m = 1;
+    auto one = [&](const auto& st) {
+      if constexpr (records_of<std::decay_t<decltype(st)>>::value == Records::per_segment) m = st.segment;
+    };
+    (one(stages), ...);
+    return m;
+  }
+
+  // The smallest segment of a carrying stage (1 without one).
+  static std::size_t carry_segment_of(const Stages&... stages) {
+    std::size_t m = 0;
+    auto one = [&](const auto& st) {
+      if constexpr (stage_kind<std::decay_t<decltype(st)>>::carries) m = m == 0 ? st.segment : std::min(m, st.segment);
+    };
+    (one(stages), ...);
+    return m == 0 ? 1 : m;
+  }
+
   Target target_;
   Options options_;
   std::size_t segment_;
+  std::size_t reduce_segment_;
+  std::size_t carry_segment_;
   Geometry geometry_;
   std::tuple<Stages...> stages_;
 };

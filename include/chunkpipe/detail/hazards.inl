@@ -192,20 +192,25 @@ inline void find_hazards(const Plan& plan, const std::vector<std::vector<std::si
     const Op& op = plan.ops[i];
     const Step& step = plan.steps[static_cast<std::size_t>(op.step)];
     const std::size_t base = static_cast<std::size_t>(op.slot) * buffers;
+    // A ring-wide buffer (a stage's carry) is one buffer for every slot.
+    auto at = [&](int b) {
+      const auto i = static_cast<std::size_t>(b);
+      return i < plan.ring_wide.size() && plan.ring_wide[i] ? i : base + i;
+    };
     for (int b : step.reads) {
-      State& s = state[base + static_cast<std::size_t>(b)];
+      State& s = state[at(b)];
       if (s.writer != static_cast<std::size_t>(-1)) flag(Hazard::Kind::read_after_write, s.writer, i, op.slot, b);
     }
     for (int b : step.writes) {
-      State& s = state[base + static_cast<std::size_t>(b)];
+      State& s = state[at(b)];
       if (s.writer != static_cast<std::size_t>(-1)) flag(Hazard::Kind::write_after_write, s.writer, i, op.slot, b);
       for (std::size_t r : s.readers) {
         if (r != i) flag(Hazard::Kind::write_after_read, r, i, op.slot, b);
       }
     }
-    for (int b : step.reads) state[base + static_cast<std::size_t>(b)].readers.push_back(i);
+    for (int b : step.reads) state[at(b)].readers.push_back(i);
     for (int b : step.writes) {
-      State& s = state[base + static_cast<std::size_t>(b)];
+      State& s = state[at(b)];
       s.writer = i;
       s.readers.clear();
     }

@@ -362,7 +362,12 @@ class HostExecutor {
                          std::size_t run_chunk, std::size_t offset, std::size_t count) {
     ::chunkpipe::detail::with_stage_arrays<In>(stages, mem, step, op, count, [&](auto& stage, const auto& ins,
                                                                              const auto& outs, const StageExtras& x) {
-      if constexpr (records_of<std::decay_t<decltype(stage)>>::value == Records::counted) {
+      using S = std::decay_t<decltype(stage)>;
+      if constexpr (stage_kind<S>::own_header) {
+        // Unqualified: argument-dependent lookup finds the kind's own
+        // header (stage.hpp, stage_kind).
+        run_stage_kind(StageKind{}, stage, ins, outs, run_chunk, offset, count, x);
+      } else if constexpr (records_of<S>::value == Records::counted) {
         HostExecutor::invoke_counted(stage, ins, outs, run_chunk, offset, count, x.produced);
       } else {
         HostExecutor::invoke(stage, ins, outs, run_chunk, offset, count);

@@ -105,7 +105,7 @@ class Issuer {
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
       arena_.lay_out(::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow, g.chunk_elems,
-                                                           g.depth, out_shape<In>()));
+                                                           g.depth, out_shape<In>(), front_.carry_segment()));
       flow_ = &flow;
     }
     // Pinned slots only for pipelines that stage; no op uses them before

@@ -97,6 +97,11 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
                        std::to_string(shape_.in_place.size()) + " entries for " +
                        std::to_string(shape_.stages) + " stages");
   }
+  if (shape_.carries.empty()) shape_.carries.assign(static_cast<std::size_t>(shape_.stages), false);
+  if (shape_.carries.size() != static_cast<std::size_t>(shape_.stages)) {
+    throw config_error("chunkpipe: PlanShape::carries has " + std::to_string(shape_.carries.size()) +
+                       " entries for " + std::to_string(shape_.stages) + " stages");
+  }
   if (shape_.kernel_lanes < 1) {
     throw config_error("chunkpipe: PlanShape::kernel_lanes must be at least 1, got " +
                        std::to_string(shape_.kernel_lanes));
@@ -162,13 +167,23 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
     add({OpKind::h2d, -1, 0, {pinned_in}, {current}, true}, 1);
   }
   if (!can_stage_in || mixed) add({OpKind::h2d, -1, 0, {}, {current}, false}, 1);
+  std::vector<int> carry_buffers;
   for (int i = 0; i < shape_.stages; ++i) {
     int out = current;
     if (!shape_.in_place[static_cast<std::size_t>(i)]) {
       out = static_cast<int>(buffers_.size());
       buffers_.push_back("stage " + std::to_string(i) + " out");
     }
-    add({OpKind::stage, i, 0, {current}, {out}, false}, families_before_stages + i);
+    Step st{OpKind::stage, i, 0, {current}, {out}, false};
+    if (shape_.carries[static_cast<std::size_t>(i)]) {
+      // After the slot buffers, so reads[0] and writes[0] stay the data.
+      const int carry = static_cast<int>(buffers_.size());
+      buffers_.push_back("stage " + std::to_string(i) + " carry");
+      carry_buffers.push_back(carry);
+      st.reads.push_back(carry);
+      st.writes.push_back(carry);
+    }
+    add(std::move(st), families_before_stages + i);
     current = out;
   }
   if (can_stage_out) {
@@ -202,6 +217,12 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
     }
   }
 
+  ring_wide_.assign(buffers_.size(), false);
+  step_carries_.assign(steps_.size(), false);
+  for (int b : carry_buffers) ring_wide_[static_cast<std::size_t>(b)] = true;
+  for (std::size_t s = 0; s < steps_.size(); ++s) {
+    for (int b : steps_[s].writes) step_carries_[s] = step_carries_[s] || ring_wide_[static_cast<std::size_t>(b)];
+  }
   state_.resize(static_cast<std::size_t>(depth_) * buffers_.size());
   recent_.assign(static_cast<std::size_t>(fam_host_out + 1), std::vector<Access>(static_cast<std::size_t>(depth_)));
   // Every wait is a command the stream's front end must process before the
@@ -294,6 +315,9 @@ inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
     const auto l = static_cast<std::size_t>(later);
     if (after && conflicts_[s * n + l] && queue_of(steps_[l], chunk) != q) return true;
   }
+  // A carrying step's next op is the next chunk's, on whichever queue that
+  // chunk's op of the step goes (a later run may take other lanes).
+  if (step_carries_[s] && (queue_of(steps_[s], chunk + 1) != q || (shape_.lanes_vary && lanes_ > 1))) return true;
   const std::size_t next = chunk + static_cast<std::size_t>(depth_);
   const bool cut_last = truncated_ && chunk + 1 == run_base_ + run_chunks_;
   const bool last_of_batch = wait_batch_ == 1 || chunk % wait_batch_ == wait_batch_ - 1 || cut_last;
@@ -470,8 +494,13 @@ inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& ou
   // buffer it touches, and for buffers it writes, every reader since then.
   before_.clear();
   const std::size_t base = static_cast<std::size_t>(op.slot) * buffers_.size();
+  // A ring-wide buffer (a carry) has one state, slot 0's.
+  auto at = [&](int buffer) {
+    const auto b = static_cast<std::size_t>(buffer);
+    return ring_wide_[b] ? b : base + b;
+  };
   auto touch = [&](int buffer, bool writes) {
-    const BufferState& b = state_[base + static_cast<std::size_t>(buffer)];
+    const BufferState& b = state_[at(buffer)];
     if (b.has_writer) before_.push_back(&b.writer);
     if (writes) {
       for (std::size_t r = 0; r < b.n_readers; ++r) before_.push_back(&b.readers[r]);
@@ -521,7 +550,7 @@ inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& ou
   recent_[static_cast<std::size_t>(family_[static_cast<std::size_t>(step_index)])][chunk % d] = self_;
   run_tail_[q] = self_;
   for (int b : step.reads) {
-    BufferState& s = state_[base + static_cast<std::size_t>(b)];
+    BufferState& s = state_[at(b)];
     if (s.n_readers < s.readers.size()) {
       s.readers[s.n_readers] = self_;
     } else {
@@ -530,7 +559,7 @@ inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& ou
     ++s.n_readers;
   }
   for (int b : step.writes) {
-    BufferState& s = state_[base + static_cast<std::size_t>(b)];
+    BufferState& s = state_[at(b)];
     s.has_writer = true;
     s.writer = self_;
     s.n_readers = 0;
@@ -548,6 +577,7 @@ inline Plan plan_header(const PlanBuilder& builder) {
   plan.queues = builder.queues();
   plan.steps = builder.steps();
   plan.buffers = builder.buffers();
+  plan.ring_wide = builder.ring_wide();
   return plan;
 }
 

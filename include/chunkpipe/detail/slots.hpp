@@ -56,9 +56,13 @@ struct Flow {
   std::vector<std::size_t> in_sizes;               ///< per input
   std::vector<std::vector<std::size_t>> stage_out; ///< per stage, per output
   std::vector<std::size_t> out_sizes;              ///< per output
+  /// Per stage: the size of the value it carries from chunk to chunk
+  /// (stage_kind::carries; a Scan's running prefix), 0 if none.
+  std::vector<std::size_t> carry_sizes;
 
   bool operator==(const Flow& o) const {
-    return in_sizes == o.in_sizes && stage_out == o.stage_out && out_sizes == o.out_sizes;
+    return in_sizes == o.in_sizes && stage_out == o.stage_out && out_sizes == o.out_sizes &&
+           carry_sizes == o.carry_sizes;
   }
   bool operator!=(const Flow& o) const { return !(*this == o); }
 };
@@ -79,9 +83,11 @@ struct OutShape {
 
 /// Lays out one slot: every array holds `chunk_elems` elements, except the
 /// last stage's outputs (and their pinned copies), which hold out.records,
-/// and the extras `out` names.
+/// and the extras `out` names. A stage's carry buffer (PlanShape::carries)
+/// holds its value and one more per `segment` of a unit; every slot has
+/// one, and only slot 0's is used (the plan orders every access to it).
 inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t buffers, const Flow& flow,
-                                   std::size_t chunk_elems, int depth, OutShape out = {}) {
+                                   std::size_t chunk_elems, int depth, OutShape out = {}, std::size_t segment = 1) {
   const std::size_t out_records = out.records;
   SlotLayout l;
   l.arrays.resize(buffers);
@@ -107,6 +113,10 @@ inline SlotLayout make_slot_layout(const std::vector<Step>& steps, std::size_t b
       case OpKind::h2d: l.arrays[static_cast<std::size_t>(s.writes[0])] = sized(flow.in_sizes, chunk_elems); break;
       case OpKind::stage: {
         const auto stage = static_cast<std::size_t>(s.stage);
+        if (s.writes.size() > 1 && stage < flow.carry_sizes.size() && flow.carry_sizes[stage] != 0) {
+          const std::size_t per = segment == 0 ? 1 : segment;
+          l.arrays[static_cast<std::size_t>(s.writes[1])] = {{0, flow.carry_sizes[stage], 1 + (chunk_elems + per - 1) / per}};
+        }
         // An in-place stage writes the buffer it reads: keep its size.
         if (!s.reads.empty() && s.reads[0] == s.writes[0]) break;
         auto& arrays = l.arrays[static_cast<std::size_t>(s.writes[0])];
@@ -243,6 +253,7 @@ Flow make_flow(types<T...>, types<Stages...>) {
   f.in_sizes = {sizeof(T)...};
   std::apply([&](auto... io) { (f.stage_out.push_back(::chunkpipe::detail::sizes_of(typename decltype(io)::out{})), ...); }, ios{});
   f.out_sizes = f.stage_out.back();
+  f.carry_sizes = {(stage_kind<Stages>::carries ? sizeof(typename stage_kind<Stages>::carry) : std::size_t{0})...};
   return f;
 }
 
@@ -276,6 +287,11 @@ struct StageExtras {
   std::size_t* produced = nullptr;
   std::byte* scratch = nullptr;
   std::size_t scratch_bytes = 0;
+  /// A carrying stage's (stage_kind::carries) value passed from chunk to
+  /// chunk, followed by room for one per segment of a unit; `carry_elems`
+  /// counts both.
+  std::byte* carry = nullptr;
+  std::size_t carry_elems = 0;
 };
 
 /// Calls f(stage, ins, outs, extras) with stage op `op`'s stage object,
@@ -298,6 +314,11 @@ void with_stage_arrays(std::tuple<Stages...>& stages, const SlotMemory& mem, con
         extras.scratch = mem.array(step.writes[0], c + 1, op.slot);
         extras.scratch_bytes = arrays[c + 1].elems;
       }
+    }
+    if constexpr (stage_kind<std::decay_t<decltype(stage)>>::carries) {
+      // Slot 0's, whichever slot the op uses: one carry for the ring.
+      extras.carry = mem.array(step.writes[1], 0, 0);
+      extras.carry_elems = mem.layout->arrays[static_cast<std::size_t>(step.writes[1])][0].elems;
     }
     f(stage, ::chunkpipe::detail::typed_arrays(mem, step.reads[0], op.slot, count, typename io::in{}),
       ::chunkpipe::detail::typed_arrays(mem, step.writes[0], op.slot, ::chunkpipe::detail::stage_records(stage, count),

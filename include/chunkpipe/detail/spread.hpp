@@ -326,7 +326,7 @@ template <class Member, template <class> class Buffer>
 class Spread {
   static_assert(member_front<Member>::spreadable,
                 "chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), "
-                "Filter and Emit");
+                "Filter and Emit; not yet a Scan, whose carry would pass from member to member");
   using Front = typename member_front<Member>::type;
   static constexpr bool folds_ = Front::folds_result;
   static constexpr bool counted_ = Front::counted;

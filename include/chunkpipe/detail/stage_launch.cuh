@@ -29,6 +29,18 @@
 
 namespace chunkpipe::detail {
 
+// A stage kind with a header of its own (stage.hpp, stage_kind: a Scan)
+// brings its launch there, found by argument-dependent lookup through the
+// StageKind tag where the pipeline is instantiated. The kinds below are
+// more specialised, so this takes only the others.
+template <class S, class Ins, class Outs>
+void invoke_stage(S& stage, const Ins& ins, const Outs& outs, std::size_t chunk, std::size_t offset,
+                  std::size_t count, cudaStream_t stream, const StageExtras& x) {
+  static_assert(stage_kind<S>::own_header, "chunkpipe: not a stage kind (Map, ChunkFn, reduce, accumulate, "
+                                           "per_chunk, filter, emit, scan)");
+  launch_stage_kind(StageKind{}, stage, ins, outs, chunk, offset, count, stream, x);
+}
+
 template <class F, class... I, class... O>
 void invoke_stage(Map<F>& stage, const std::tuple<::cuda::std::span<I>...>& ins,
                   const std::tuple<::cuda::std::span<O>...>& outs, std::size_t, std::size_t, std::size_t count,
