@@ -28,6 +28,7 @@
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/host_engine.hpp>
 #include <chunkpipe/detail/host_executor.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
@@ -47,16 +48,6 @@
 #include <vector>
 
 namespace chunkpipe {
-
-namespace detail {
-/// What a HostTicket needs of its pipeline, whatever its stages.
-struct HostEngineBase {
-  virtual ~HostEngineBase() = default;
-  /// Runs the pipeline's ops until `run` has none left.
-  virtual void finish(HostRun& run) = 0;
-  std::mutex mutex;
-};
-}  // namespace detail
 
 /// How a host-backend run went: its elements and the chunks that held them.
 struct RunSummary {
@@ -152,6 +143,7 @@ HostAfter after(const HostTicket& first, const T&... rest) {
 template <class... Stages>
 class HostPipeline {
   using Front = detail::PipelineFront<Stages...>;
+  using Engine = detail::HostEngine<Stages...>;
 
  public:
   /// Default-constructed stages. Throws config_error for bad options.
@@ -330,8 +322,9 @@ class HostPipeline {
   /// The last run's elements and chunks (after a Source, what it produced),
   /// once waited for.
   RunSummary last_run() const {
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    return engine_->last_ticket.summary();
+    const std::shared_ptr<detail::HostRun> last = engine_->last_run();
+    std::lock_guard<std::mutex> lock(engine_->mutex);  // its counts are set under the lock
+    return last ? RunSummary{last->elems, last->chunks} : RunSummary{};
   }
 
   /// A copy of the most recent run's timeline (HostTicket::report()): with
@@ -345,89 +338,22 @@ class HostPipeline {
       throw pipeline_error("chunkpipe: no report: this HostPipeline was built without Options::profile; set "
                            "Options::profile = true to time each op on the host clock");
     }
-    HostTicket last;
-    {
-      std::lock_guard<std::mutex> lock(engine_->mutex);
-      last = engine_->last_ticket;
-    }
-    if (!last.run_) throw pipeline_error("chunkpipe: no report: no run yet; run() first");
-    return last.report();
+    const std::shared_ptr<detail::HostRun> last = engine_->last_run();
+    if (!last) throw pipeline_error("chunkpipe: no report: no run yet; run() first");
+    return HostTicket(last, engine_).report();
   }
 
   /// Every op this pipeline's schedule has issued, over every run, as a
   /// plan: what check_hazards() proves safe. Starts afresh when a run's
   /// element types change the slot layout.
-  Plan issued_plan() const {
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    const Engine& e = *engine_;
-    if (!e.driver) return Plan{};
-    return ::chunkpipe::detail::issued_plan(e.driver->builder(), e.exec.issued_ops(), e.runs);
-  }
+  Plan issued_plan() const { return engine_->issued_plan(); }
 
  private:
-  // run_plan() (by_runs false: every op of the plan over one pair, chunk c
-  // at element c * unit) and run_plan_runs() (one pair per plan run, at its
-  // own chunks). A private executor, so the pipeline's schedule is untouched.
+  // run_plan() and run_plan_runs(): the engine runs the plan on an
+  // executor of its own (HostEngine::run_plan).
   template <class InSide, class OutSide>
   void run_plan_sides(const Plan& plan, std::vector<InSide> ins, std::vector<OutSide> outs, bool by_runs) {
-    using in_types = typename detail::side_types<InSide>::type;
-    using out_types = typename detail::side_types<OutSide>::type;
-    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    // A carrying stage's ops need their carry buffer (PlanShape::carries).
-    const bool carries[] = {detail::stage_kind<Stages>::carries...};
-    for (std::size_t i = 0; i < sizeof...(Stages); ++i) {
-      if (carries[i] && (plan.shape.carries.size() <= i || !plan.shape.carries[i])) {
-        throw config_error("chunkpipe: run_plan: stage " + std::to_string(i) +
-                           " carries a value from chunk to chunk (a Scan); plan it with PlanShape::carries[" +
-                           std::to_string(i) + "] set");
-      }
-    }
-    const std::size_t chunk = geometry().chunk_elems;
-    std::vector<std::shared_ptr<detail::HostRun>> runs;
-    std::vector<std::size_t> lengths;
-    for (std::size_t r = 0; r < ins.size(); ++r) {
-      const std::size_t n = detail::validate_run(ins[r], outs[r], engine_->front.output_rule());
-      if (by_runs && n > plan.runs[r].chunks * chunk) {
-        throw config_error("chunkpipe: run_plan_runs: run " + std::to_string(r) + " has " +
-                           std::to_string(plan.runs[r].chunks) + " chunks of " + std::to_string(chunk) +
-                           " elements, too few for its " + std::to_string(n) + " elements");
-      }
-      auto staged = [](const auto& span) { return span.memory != Memory::pinned; };
-      detail::Endpoints made = detail::make_endpoints(std::move(ins[r]), std::move(outs[r]), staged);
-      detail::complete_endpoints(made, engine_->front.per_record(),
-                                 Front::counted ? std::make_shared<detail::Packed>() : nullptr, nullptr);
-      auto run = std::make_shared<detail::HostRun>();
-      run->ends = std::make_shared<const detail::Endpoints>(std::move(made));
-      run->completion.set_hooks(run->ends->finish, run->ends->abort);
-      run->first_chunk = by_runs ? plan.runs[r].first_chunk : 0;
-      runs.push_back(std::move(run));
-      lengths.push_back(n);
-    }
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    Engine& e = *engine_;
-    const detail::SlotLayout layout = detail::make_slot_layout(
-        plan.steps, plan.buffers.size(), detail::flow_of<in_types, Stages...>(), chunk, plan.depth,
-        detail::OutShape{e.front.unit_records(), Front::counted, 0}, e.front.carry_segment());
-    detail::HostExecutor<Stages...> exec(e.front.stages(), e.exec.seed(), options().device_memory,
-                                         options().pinned_memory);
-    exec.reset(plan.steps, plan.queues.size(), layout);
-    for (std::size_t r = 0; r < runs.size(); ++r) {
-      detail::HostRunRef ref{runs[r]};
-      const std::size_t first_op = by_runs ? plan.runs[r].first_op : 0;
-      const std::size_t ops = by_runs ? plan.runs[r].ops : plan.ops.size();
-      for (std::size_t i = first_op; i < first_op + ops; ++i) {
-        const Op& op = plan.ops[i];
-        detail::OpWork w;
-        w.offset = (op.chunk - runs[r]->first_chunk) * chunk;
-        w.count = w.offset < lengths[r] ? std::min(chunk, lengths[r] - w.offset) : 0;
-        exec.template issue<in_types>(op, w, ref);
-      }
-      runs[r]->issued = true;
-    }
-    for (const auto& run : runs) {
-      exec.finish(*run);
-      run->completion.conclude();
-    }
+    engine_->run_plan(plan, std::move(ins), std::move(outs), by_runs);
   }
 
   friend struct detail::RunAccess;
@@ -461,149 +387,29 @@ class HostPipeline {
     engine_->exec.restart_clock();
   }
 
-  // A profiled run's report header, as a GPU run's (its label names the
-  // schedule), but with no link: nothing on the host bounds the copies the
-  // way PCIe bounds a GPU's, so the report shows no floor or efficiency.
-  void describe(Report& r) const {
-    const Geometry& g = geometry();
-    r.label = "host backend, " + std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth);
-    r.policy = g.policy;
-    r.depth = g.depth;
-    r.chunk_elems = g.chunk_elems;
-    r.link = LinkModel{};
-    r.link.name = "host backend: copies are memcpy, no PCIe link";
-  }
-
   // Issues a run over its two sides; `keep` is storage the outputs point
   // into that the run owns (a folding run's records); `label`, what its
   // stages' contexts number chunk 0.
   template <class InSide, class OutSide>
   HostTicket start(InSide ins, OutSide outs, const HostAfter& order, std::shared_ptr<void> keep,
                    std::shared_ptr<detail::Packed> packed = nullptr, const detail::RunLabel& label = {}) {
-    using in_types = typename detail::side_types<InSide>::type;
-    using out_types = typename detail::side_types<OutSide>::type;
-    static_assert(detail::run_types<in_types, out_types, Stages...>::ok);
-    const std::size_t n = detail::validate_run(ins, outs, engine_->front.output_rule());
-    const Staging mode = options().staging;
-    const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
-    auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    // A spread's piece has the spread's own ends (it cuts the user's Source
-    // and Sink into windows itself).
-    detail::RunEnds taken = detail::take_run_ends(engine_->front, std::move(ins), std::move(outs), n, staged,
-                                                label.piece, std::move(packed), std::move(keep));
-    const std::shared_ptr<const detail::Endpoints> ends = std::move(taken.ends);
-    detail::RunRanges& ranges = taken.ranges;
-
-    std::lock_guard<std::mutex> lock(engine_->mutex);
-    Engine& e = *engine_;
-    std::vector<const detail::HostRun*> exempt;
+    std::vector<std::shared_ptr<detail::HostRun>> after;
     for (const HostTicket& t : order.tickets) {
-      if (t.run_ && t.engine_.lock() != engine_) {
+      if (!t.run_) continue;
+      if (t.engine_.lock() != engine_) {
         throw config_error("chunkpipe: after(ticket) on a HostPipeline takes tickets of the same pipeline only; "
                            "wait() for a run of another one first");
       }
-      exempt.push_back(t.run_.get());
+      after.push_back(t.run_);
     }
-    e.in_flight.check(ranges, exempt);
-
-    auto run = std::make_shared<detail::HostRun>();
-    run->ends = ends;
-    run->label = label;
-    run->completion.set_hooks(ends->finish, ends->abort);
-    run->profile = options().profile;
-    if (run->profile) describe(run->report);
-    HostTicket ticket(run, engine_);
-    if (n == 0) {  // nothing to move; wait() still finishes a Sink
-      run->issued = true;
-      e.last_ticket = ticket;
-      return ticket;
-    }
-    // Ordered after earlier runs: run theirs first. On a CPU that orders
-    // nothing the schedule does not, and costs no parallelism worth having.
-    for (const HostTicket& t : order.tickets) {
-      if (t.run_) e.exec.finish(*t.run_);
-    }
-    const detail::Flow& flow = detail::flow_of<in_types, Stages...>();
-    e.prepare(flow);
-    if (run->profile) run->report.queues = e.driver->builder().queues();
-    detail::HostRunRef ref{run};
-    const RunSpec spec = detail::spec_for(*ends, n, geometry().chunk_elems);
-    e.template issue<in_types>(ref, spec, n);
-    if (n != detail::unknown_length) {
-      run->elems = n;
-      run->chunks = e.front.chunks_for(n);
-    }
-    e.in_flight.add(run, std::move(ranges));
-    e.last_ticket = ticket;
-    return ticket;
+    return HostTicket(engine_->start(std::move(ins), std::move(outs), after, std::move(keep), std::move(packed), label),
+                      engine_);
   }
-
-  struct Engine : detail::HostEngineBase {
-    template <class... S>
-    explicit Engine(Options options, S&&... stages)
-        : front(detail::Target::host, options, std::forward<S>(stages)...),
-          exec(front.stages(), 1, options.device_memory, options.pinned_memory) {}
-
-    void finish(detail::HostRun& run) override { exec.finish(run); }
-
-    // The schedule and slots for runs of this flow; a new flow (other
-    // element types) lays the slots out anew, after everything issued ran.
-    // Throws what allocating the slots throws (Options::device_memory,
-    // pinned_memory); then no flow is prepared, and the next run starts here
-    // again.
-    void prepare(const detail::Flow& f) {
-      if (driver && flow && *flow == f) return;
-      exec.drain();
-      flow = nullptr;
-      const Geometry& g = front.geometry();
-      driver.emplace(g.policy, g.depth, front.lifetime_shape(), g.chunk_elems);
-      const PlanBuilder& b = driver->builder();
-      try {
-        exec.reset(b.steps(), b.queues().size(),
-                   detail::make_slot_layout(b.steps(), b.buffers().size(), f, g.chunk_elems, g.depth,
-                                            detail::OutShape{front.unit_records(), Front::counted, 0},
-                                            front.carry_segment()));
-      } catch (...) {
-        driver.reset();
-        throw;
-      }
-      flow = &f;
-      runs.clear();
-    }
-
-    template <class In>
-    void issue(detail::HostRunRef& ref, const RunSpec& spec, std::size_t n) {
-      try {
-        runs.push_back(driver->template issue_run<In>(exec, ref, spec, n));
-      } catch (...) {
-        // The schedule may be left with a run open: run what was issued and
-        // start the next run on a fresh one.
-        ref.run->issued = true;
-        exec.drain();
-        driver.reset();
-        flow = nullptr;
-        throw;
-      }
-    }
-
-    Front front;
-    detail::HostExecutor<Stages...> exec;
-    std::optional<detail::Driver<detail::HostExecutor<Stages...>>> driver;
-    const detail::Flow* flow = nullptr;
-    std::vector<PlanRun> runs;
-    detail::InFlightRanges<detail::HostRun> in_flight;
-    HostTicket last_ticket;
-  };
 
   // Runs the ops still pending (on the host backend ops run only when
   // someone waits), so that no queued run is lost. Never throws.
   void drain() noexcept {
-    if (!engine_) return;
-    try {
-      std::lock_guard<std::mutex> lock(engine_->mutex);
-      engine_->exec.drain();
-    } catch (...) {
-    }
+    if (engine_) engine_->drain();
   }
 
   std::shared_ptr<Engine> engine_;
