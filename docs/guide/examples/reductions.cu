@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Stages whose output is smaller than their input, so that little crosses
 // back: a Reduce (one value), a Filter (what it keeps) and an Accumulate
-// (one record per chunk, merged on the host).
+// (one record per chunk, merged on the host); and a Scan, a running total
+// whose carry passes from chunk to chunk.
 #include <chunkpipe/pipeline.cuh>
 
 #include <algorithm>
@@ -78,18 +79,29 @@ int main() {
                                           chunkpipe::accumulate(Range{INT_MAX, INT_MIN}, ChunkRange{}, MergeRange{}));
     const Range r = range.run(data);
 
+    // A Scan: out[i] = 0 + data[0] + ... + data[i], over the whole run; each
+    // chunk's kernels start from the chunk before's total.
+    auto running = chunkpipe::make_pipeline(chunkpipe::Options{}, chunkpipe::scan(0LL, Plus{}));
+    std::vector<long long> totals(n);
+    running.run(data, totals);
+
     // The same on the host.
-    long long want_total = 0;
+    long long want_total = 0, running_total = 0;
+    std::size_t wrong_totals = 0;
     std::vector<int> want_kept;
-    for (int v : data) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const int v = data[i];
       want_total += Square{}(v);
       if (MultipleOf3{}(v)) want_kept.push_back(v);
+      running_total += v;
+      wrong_totals += totals[i] == running_total ? 0 : 1;
     }
     const auto [lo, hi] = std::minmax_element(data.begin(), data.end());
     const bool ok = total == want_total && kept_count == want_kept.size() &&
-                    std::equal(want_kept.begin(), want_kept.end(), kept.begin()) && r.lo == *lo && r.hi == *hi;
-    std::printf("sum of squares %lld, kept %zu of %zu, range [%d, %d]: %s\n", total, kept_count, n, r.lo, r.hi,
-                ok ? "as on the host" : "WRONG");
+                    std::equal(want_kept.begin(), want_kept.end(), kept.begin()) && r.lo == *lo && r.hi == *hi &&
+                    wrong_totals == 0;
+    std::printf("sum of squares %lld, kept %zu of %zu, range [%d, %d], last running total %lld: %s\n", total,
+                kept_count, n, r.lo, r.hi, totals[n - 1], ok ? "as on the host" : "WRONG");
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
