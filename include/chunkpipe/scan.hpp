@@ -57,8 +57,9 @@ inline constexpr std::size_t default_scan_segment = 16384;
 /// simulate() models. Kernels of consecutive chunks so run one after the
 /// other while the copies of other chunks overlap them. A run cannot be
 /// spread over several pipelines (SpreadPipeline) yet. T must be trivially
-/// copyable and small: a segment's kernel keeps 512 of them in shared
-/// memory.
+/// copyable and at most 64 bytes: a segment's kernel keeps 512 of them in
+/// shared memory. A segment of at least 256 elements keeps the device busy
+/// (smaller ones work, one busy thread a block).
 template <class T, class Op>
 struct Scan {
   T init{};  ///< folded in first, left of every element
@@ -80,6 +81,8 @@ struct stage_io<Scan<T, Op>, types<I...>> {
   static_assert(sizeof...(I) == 1, "chunkpipe::Scan takes one input; put a Map before it to combine several");
   static_assert(std::is_trivially_copyable_v<T>, "chunkpipe::Scan: the value type must be trivially copyable");
   static_assert(std::is_trivially_copyable_v<Op>, "chunkpipe::Scan: the operator must be trivially copyable");
+  static_assert(sizeof(T) <= 64, "chunkpipe::Scan: the value type must be at most 64 bytes (a segment's kernel keeps "
+                                 "512 of them in shared memory)");
   using in = types<I...>;
   using out = types<T>;
   static constexpr bool in_place = false;
@@ -111,22 +114,23 @@ void scan_chunk(const Scan<T, Op>& st, const I* in, std::size_t count, std::size
   for (std::size_t base = 0; base < count; base += seg) {
     const std::size_t len = count - base < seg ? count - base : seg;
     const std::size_t lanes = (len + q - 1) / q;
-    T pre{};  // the fold of the lanes before this one (lane 1 on)
-    T total{};
-    for (std::size_t t = 0; t < lanes; ++t) {
+    // Lane 0's running fold, then each later lane's values take `pre`, the
+    // fold of the lanes before it, on their left; `pre` ends as the
+    // segment's total. The device folds lane totals this way
+    // (scan_segments_kernel). No T is default-constructed.
+    T pre = static_cast<T>(in[base]);
+    out[base] = pre;
+    for (std::size_t j = base + 1; j < base + (len < q ? len : q); ++j) out[j] = pre = st.op(pre, static_cast<T>(in[j]));
+    for (std::size_t t = 1; t < lanes; ++t) {
       const std::size_t lo = base + t * q, hi = lo + q < base + len ? lo + q : base + len;
       T acc = static_cast<T>(in[lo]);
       out[lo] = acc;
       for (std::size_t j = lo + 1; j < hi; ++j) out[j] = acc = st.op(acc, static_cast<T>(in[j]));
-      if (t > 0) {
-        for (std::size_t j = lo; j < hi; ++j) out[j] = st.op(pre, out[j]);
-      }
-      // The device folds lane totals this way (scan_segments_kernel).
-      total = t == 0 ? acc : st.op(pre, acc);
-      pre = t == 0 ? acc : st.op(pre, acc);
+      for (std::size_t j = lo; j < hi; ++j) out[j] = st.op(pre, out[j]);
+      pre = st.op(pre, acc);
     }
     for (std::size_t j = base; j < base + len; ++j) out[j] = st.op(c, out[j]);
-    c = st.op(c, total);
+    c = st.op(c, pre);
   }
   carry[0] = c;
 }

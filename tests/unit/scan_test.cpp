@@ -273,7 +273,7 @@ TEST_CASE("a carry is a wait the plan derives, the hazard check proves and the s
           const HazardReport r = check_hazards(broken);
           CHECK_FALSE(r.ok());
           bool named = false;
-          for (const std::string& m : r.messages) named = named || contains(m, "stage 1 carry");
+          for (const std::string& m : r.messages) named = named || contains(m, "stage 1 carry (one for every slot)");
           CHECK(named);
           break;
         }

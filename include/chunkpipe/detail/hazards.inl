@@ -182,10 +182,11 @@ inline void find_hazards(const Plan& plan, const std::vector<std::vector<std::si
   auto flag = [&](Hazard::Kind kind, std::size_t earlier, std::size_t later, int slot, int buffer) {
     if (order.before(earlier, later)) return;
     report.hazards.push_back({kind, earlier, later, slot, buffer});
-    report.messages.push_back(plan.describe(plan.ops[later]) + ' ' + hazard_name(kind) + ' ' +
-                              plan.buffers[static_cast<std::size_t>(buffer)] + " of slot " +
-                              std::to_string(slot) + " with nothing ordering it after " +
-                              plan.describe(plan.ops[earlier]));
+    const auto b = static_cast<std::size_t>(buffer);
+    const bool ring = b < plan.ring_wide.size() && plan.ring_wide[b];
+    report.messages.push_back(plan.describe(plan.ops[later]) + ' ' + hazard_name(kind) + ' ' + plan.buffers[b] +
+                              (ring ? std::string(" (one for every slot)") : " of slot " + std::to_string(slot)) +
+                              " with nothing ordering it after " + plan.describe(plan.ops[earlier]));
   };
 
   for (std::size_t i : replay) {
