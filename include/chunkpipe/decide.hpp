@@ -35,6 +35,10 @@ struct Measured {
   /// Units must be whole multiples of this (a Reduce's segment), as the
   /// pipeline's own geometry is.
   std::size_t unit_multiple = 1;
+  /// Per stage: it carries a value from chunk to chunk (a Scan; the
+  /// pipeline's PlanShape::carries), so its kernels run one after another
+  /// whatever the lanes. Empty: none does.
+  std::vector<bool> carries;
 };
 
 /// One schedule considered, with the simulator's figure for it.
@@ -124,6 +128,7 @@ inline Candidate predict_candidate(const Options& o, bool all_elementwise, const
   PlanShape shape;
   shape.stages = static_cast<int>(m.stage_ns_per_elem.size());
   shape.kernel_lanes = c.geometry.kernel_lanes;
+  shape.carries = m.carries;  // make_plan refuses a list of the wrong length
   const std::size_t chunks = (m.run_elems + c.geometry.chunk_elems - 1) / c.geometry.chunk_elems;
   const Plan plan = make_plan(c.geometry.policy, c.geometry.depth, shape, chunks);
   Workload w;

@@ -263,6 +263,39 @@ TEST_CASE("a decision for a pipeline ending in a Reduce keeps whole segments", "
   }
 }
 
+TEST_CASE("a decision for a pipeline with a Scan knows its kernels run one after another", "[decide]") {
+  // Compute-bound: lanes win for a Map, since each kernel starts in the
+  // tail of the one before; a carry makes each wait for the end, so the
+  // same lanes must predict no gain, and a wrong-length list is refused.
+  const Machine m = machines::h200_pcie5();
+  Measured work;
+  work.run_elems = std::size_t{1} << 24;
+  work.stage_ns_per_elem.push_back(2.0);
+  work.unit_multiple = 16384;
+  Options lanes;
+  lanes.policy = Policy::stage_streams;
+  lanes.kernel_lanes = 2;
+  Options one = lanes;
+  one.kernel_lanes = 1;
+  auto predicted = [&](const Options& o, const Measured& w) {
+    for (const Candidate& c : decide(o, true, w, m).ranked) {
+      if (c.is_default) return c.predicted_ms;
+    }
+    return -1.0;
+  };
+  const double map_lanes = predicted(lanes, work), map_one = predicted(one, work);
+  REQUIRE(map_lanes > 0);
+  CHECK(map_lanes < map_one * 0.99);  // the tails overlap
+  Measured scan_work = work;
+  scan_work.carries = {true};
+  const double scan_lanes = predicted(lanes, scan_work), scan_one = predicted(one, scan_work);
+  CHECK(scan_lanes >= scan_one * 0.999);  // nothing to overlap
+  CHECK(scan_lanes > map_lanes * 1.01);
+  Measured bad = work;
+  bad.carries = {true, false};
+  CHECK_THROWS_AS(decide(lanes, true, bad, m), config_error);
+}
+
 namespace {
 
 // What a calibrating pipeline would time in its first chunks on the
