@@ -7,6 +7,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "float_data.hpp"
 #include "replay.hpp"
 #include "thrown.hpp"
 #include "trace_records.hpp"
@@ -19,7 +20,9 @@
 #include <vector>
 
 using namespace chunkpipe;
+using test_support::bits;
 using test_support::contains;
+using test_support::noisy;
 using test_support::replay;
 using test_support::thrown_by;
 
@@ -80,14 +83,6 @@ struct TagChunk {
   }
 };
 
-std::vector<float> noisy(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1000.f, 1000.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng) * (1.0f + static_cast<float>(rng() % 7) * 1e-3f);
-  return v;
-}
-
 // A perfect pairwise tree over p[lo, lo + size), size a power of two.
 float tree(const std::vector<float>& p, std::size_t lo, std::size_t size) {
   if (size == 1) return p[lo];
@@ -124,12 +119,6 @@ float documented_sum(const std::vector<float>& x, std::size_t segment, float ini
     lo += bit;
   }
   return acc;
-}
-
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
 }
 
 }  // namespace

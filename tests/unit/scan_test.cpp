@@ -9,6 +9,7 @@
 #include <chunkpipe/simulate.hpp>
 
 #include "catch.hpp"
+#include "float_data.hpp"
 #include "replay.hpp"
 #include "thrown.hpp"
 
@@ -20,7 +21,9 @@
 #include <vector>
 
 using namespace chunkpipe;
+using test_support::bits;
 using test_support::contains;
+using test_support::noisy;
 using test_support::replay;
 using test_support::thrown_by;
 
@@ -45,20 +48,6 @@ struct Compose {
 struct ToAffine {
   CHUNKPIPE_HOST_DEVICE Affine operator()(float x) const { return {1.0f + x * 1e-3f, x}; }
 };
-
-std::vector<float> noisy(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1000.f, 1000.f);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng) * (1.0f + static_cast<float>(rng() % 7) * 1e-3f);
-  return v;
-}
-
-std::uint32_t bits(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // The order scan.hpp documents, written out again from its words: segments
 // from the run's start; in a segment, 256 lanes of ceil(segment / 256)
@@ -163,6 +152,11 @@ TEST_CASE("an integer Scan is the exact prefix, runs start again from init, and 
     CHECK(outs[b].back() == 7 + (b + 1) * ins[b].size());
     CHECK(outs[b].front() == 7 + (b + 1));
   }
+  // Every op of the three runs and the six queued ones, carries across
+  // runs included, as one schedule.
+  const Plan issued = pipe.issued_plan();
+  CHECK(issued.runs.size() == 9);
+  CHECK(check_hazards(issued).ok());
   // A Map before and after: y = 2 * scan(2 * x).
   const std::vector<float> f = noisy(30000, 3);
   std::vector<float> doubled(f.size());
@@ -249,6 +243,16 @@ TEST_CASE("a carry is a wait the plan derives, the hazard check proves and the s
         const Plan plan = make_plan(p, depth, shape, 24);
         INFO("policy " << to_string(p) << " depth " << depth << " lanes " << lanes);
         REQUIRE(check_hazards(plan).ok());
+        // Runs in a row (short, ragged, staged or not, fewer lanes): the
+        // carry orders each run's first chunk after the run before's last.
+        PlanShape varied = shape;
+        varied.per_run_staging = true;
+        varied.lanes_vary = lanes > 1;
+        const Plan runs = make_plan(p, depth, varied,
+                                    std::vector<RunSpec>{{1, false, false}, {5, true, false}, {2, false, true, 0, 1},
+                                                         {7, true, true}, {3, false, false, 0, lanes}});
+        CHECK(check_hazards(runs).ok());
+        CHECK(check_hazards(runs, graph_of(runs)).ok());
         // Every carrying op of chunk c > 0 follows the one of chunk c - 1.
         const PlanGraph g = graph_of(plan);
         std::vector<std::size_t> carrying;
