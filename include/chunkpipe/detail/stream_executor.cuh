@@ -227,19 +227,20 @@ class StreamExecutor {
         st.fail(std::current_exception());
       }
     }
+    // The end stamps go before the signal: an op that waits on the signal
+    // then never starts before this op's recorded end, however slowly the
+    // stream runs (racecheck's serialisation showed the other order).
+    if (timed) {
+      timed->end = Event::create(true);
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->end.get(), stream));
+    }
+    if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
     if (op.signal) {
       const auto slot = op.chunk % reach_;
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(ring_[static_cast<std::size_t>(op.step)][slot].get(), stream));
       if (logged) logged->signal = true;
     }
-    if (timed) {
-      timed->end = Event::create(true);
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->end.get(), stream));
-    }
-    if (probe) {
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
-      from_twin(q, queue_stream);
-    }
+    if (probe) from_twin(q, queue_stream);
   }
 
   /// Blocks until host op `id` (issued earlier) has run.
