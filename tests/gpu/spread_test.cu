@@ -336,6 +336,23 @@ TEST_CASE("runs queued with run_async over the same GPU twice run in order and w
   REQUIRE(s.pieces.size() == 2);
   CHECK(s.pieces[0] + s.pieces[1] == 10);
 
+  // Runs over parts of one range touch nothing of each other's: each
+  // continues the one before it (its pieces go out while the earlier
+  // run's are in flight), and together they write what one run writes.
+  poison(c);
+  std::vector<SpreadTicket<SpreadSummary>> parts;
+  const std::size_t part = spread.piece_elems() + 777;
+  for (std::size_t first = 0; first < n; first += part) {
+    const std::size_t len = std::min(part, n - first);
+    parts.push_back(spread.run_async(host_span(static_cast<const float*>(a.data()) + first, len, Memory::pinned),
+                                     host_span(c.data() + first, len, Memory::pinned)));
+  }
+  for (std::size_t k = parts.size(); k-- > 0;) {
+    CHECK(parts[k].get().elems == std::min(part, n - k * part));
+    for (std::size_t j = 0; j < k; ++j) CHECK(parts[j].ready());  // complete in queue order
+  }
+  CHECK(std::memcmp(c.data(), want_b.data(), n * sizeof(float)) == 0);
+
   // A queued Reduce returns the blocking run's bits.
   const auto sum = reduce(0.25f, Plus{}, 4096);
   SpreadPipeline<Map<Chain>, Reduce<float, Plus>> total(spread_options(dev), Map<Chain>{f}, sum);

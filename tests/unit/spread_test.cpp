@@ -1015,3 +1015,201 @@ TEST_CASE("waiting for a spread run from inside one is refused, not a deadlock",
   // A ticket's report on the host backend: there is none.
   CHECK(contains(thrown_by([&] { (void)later.report(); }), "no report"));
 }
+
+namespace {
+// Fma that holds calls on values below -10 (the tagged run's) until the
+// test opens its gate, and counts every other call.
+struct HeldBelow {
+  const std::atomic<bool>* open;
+  std::atomic<int>* others;
+  float operator()(float x) const {
+    if (x < -10.0f) {
+      while (!open->load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    } else {
+      others->fetch_add(1);
+    }
+    return std::fma(x, 2.0f, 1.0f);
+  }
+};
+
+// Waits up to `ms` for `calls` to be non-zero.
+bool called_within(const std::atomic<int>& calls, int ms) {
+  for (int i = 0; i < ms && calls.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return calls.load() != 0;
+}
+
+std::vector<float> tagged(std::size_t n) {
+  std::vector<float> v = values(n);
+  for (float& f : v) f -= 20.0f;
+  return v;
+}
+}  // namespace
+
+TEST_CASE("a queued spread run of ranges starts while the run before it is in flight, and completes after it",
+          "[spread][async][flow]") {
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held
+  const std::size_t n = 4 * piece_elems + 123;
+  const std::vector<float> x = values(n);
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  std::vector<float> b(a.size(), poison_value), c(n, poison_value);
+  auto t1 = spread.run_async(a, b);
+  auto t2 = spread.run_async(x, c);
+  // The second run touches nothing the first does: it takes pieces (on the
+  // member the first leaves room on) while the first is held.
+  const bool flowed = called_within(others, 5000);
+  const bool first_held = !t1.ready() && !t2.ready();
+  open = true;
+  CHECK(flowed);
+  CHECK(first_held);
+  const SpreadSummary s2 = t2.get();
+  CHECK(t1.ready());  // complete in order: the first before the second
+  CHECK(s2.elems == n);
+  CHECK(s2.pieces[0] + s2.pieces[1] == 5);
+  CHECK(t1.summary().elems == a.size());
+  CHECK(spread.last_summary().elems == n);  // the latest run's
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(b[i] == twice(a[i]));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(c[i] == twice(x[i]));
+}
+
+TEST_CASE("a queued spread run that writes what a run in flight reads waits for it", "[spread][async][flow]") {
+  const std::size_t n = 2 * piece_elems + 7;
+  std::vector<float> a = tagged(n);
+  const std::vector<float> a0 = a;
+  const std::vector<float> y = values(n);
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  std::vector<float> b(n, poison_value), d(n, poison_value);
+  auto t1 = spread.run_async(a, b);  // reads a, held
+  auto t2 = spread.run_async(y, a);  // overwrites a: must wait for the first
+  auto t3 = spread.run_async(b, d);  // reads what the first writes: must wait too
+  const bool overtook = called_within(others, 300);
+  open = true;
+  CHECK_FALSE(overtook);
+  t3.wait();
+  CHECK(t1.ready());
+  CHECK(t2.ready());
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(b[i] == twice(a0[i]));
+    REQUIRE(a[i] == twice(y[i]));
+    REQUIRE(d[i] == twice(twice(a0[i])));
+  }
+}
+
+TEST_CASE("a failing run in a queue of flowing spread runs fails its own ticket; the others complete, in order",
+          "[spread][async][flow][errors]") {
+  const std::size_t n = 3 * piece_elems + 11;
+  const std::vector<float> x = values(n);
+  std::vector<float> bad(n, 0.25f);
+  bad[2 * piece_elems + 3] = 7.0f;
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 20, 7.0f}});
+  constexpr std::size_t runs = 10, failing = 4;
+  std::vector<std::vector<float>> out(runs, std::vector<float>(n, poison_value));
+  std::vector<SpreadTicket<SpreadSummary>> t;
+  for (std::size_t k = 0; k < runs; ++k) t.push_back(spread.run_async(k == failing ? bad : x, out[k]));
+  // Waited for from the last: once a ticket is ready, every earlier one is.
+  for (std::size_t k = runs; k-- > 0;) {
+    INFO("run " << k);
+    if (k == failing) {
+      CHECK(contains(thrown_by([&] { t[k].wait(); }), "stage failed on purpose"));
+    } else {
+      CHECK(t[k].summary().elems == n);
+    }
+    for (std::size_t j = 0; j < k; ++j) CHECK(t[j].ready());
+  }
+  for (std::size_t k = 0; k < runs; ++k) {
+    if (k == failing) continue;
+    for (std::size_t i = 0; i < n; ++i) REQUIRE(out[k][i] == twice(x[i]));
+  }
+  CHECK(spread.last_summary().elems == n);
+}
+
+TEST_CASE("open spread runs complete in the order they started, each once, whoever finishes their pieces",
+          "[spread][flow]") {
+  detail::OpenRuns runs;
+  std::mutex m;
+  std::vector<int> completed;
+  auto log = [&](int k) {
+    return [&, k] {
+      std::lock_guard<std::mutex> lock(m);
+      completed.push_back(k);
+    };
+  };
+  auto r0 = runs.open(log(0));
+  auto r1 = runs.open(log(1));
+  runs.issued(*r1);
+  runs.finished(*r1);
+  runs.seal(*r1);  // done, but r0 is not
+  CHECK(completed.empty());
+  CHECK_FALSE(r1->completed());
+  runs.issued(*r0);
+  runs.seal(*r0);
+  CHECK(completed.empty());  // a piece still in flight
+  runs.finished(*r0);
+  CHECK(completed == std::vector<int>{0, 1});
+  CHECK(r0->completed());
+  CHECK(r1->completed());
+  CHECK(runs.size() == 0);
+
+  // Many runs, their pieces finished by four threads in any order.
+  completed.clear();
+  constexpr int count = 200, pieces = 5;
+  std::vector<std::shared_ptr<detail::OpenRuns::Run>> open;
+  for (int k = 0; k < count; ++k) {
+    open.push_back(runs.open(log(k)));
+    for (int p = 0; p < pieces; ++p) runs.issued(*open.back());
+  }
+  std::vector<std::thread> threads;
+  for (int w = 0; w < 4; ++w) {
+    threads.emplace_back([&, w] {
+      for (int k = count; k-- > 0;) {
+        for (int p = w; p < pieces; p += 4) runs.finished(*open[static_cast<std::size_t>(k)]);
+        if (w == 0) runs.seal(*open[static_cast<std::size_t>(k)]);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  REQUIRE(completed.size() == static_cast<std::size_t>(count));
+  for (int k = 0; k < count; ++k) REQUIRE(completed[static_cast<std::size_t>(k)] == k);
+}
+
+TEST_CASE("member lanes finish each member's pieces oldest first, each on its member's thread", "[spread][flow]") {
+  constexpr std::size_t members = 3, pieces = 50;
+  std::mutex m;
+  std::vector<std::vector<std::size_t>> done(members);
+  std::vector<std::thread::id> thread_of(members);
+  std::atomic<bool> open{false};
+  {
+    detail::MemberLanes lanes(members, nullptr);
+    // Member 0's first piece holds its lane until the test opens it.
+    lanes.push(0, detail::MemberLanes::entry([&] {
+      while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }));
+    for (std::size_t p = 0; p < pieces; ++p) {
+      for (std::size_t k = 0; k < members; ++k) {
+        lanes.wait_room(k, 3);  // room for member 0 comes only once its held piece is finished
+        if (k == 0 && p == 1) {
+          CHECK(lanes.in_flight(0) <= 2);  // the held piece and piece 0
+          open = true;
+        }
+        lanes.push(k, detail::MemberLanes::entry([&, k, p] {
+          std::lock_guard<std::mutex> lock(m);
+          done[k].push_back(p);
+          if (p == 0) thread_of[k] = std::this_thread::get_id();
+          if (thread_of[k] != std::this_thread::get_id()) done[k].push_back(pieces);  // another thread: wrong
+        }));
+      }
+    }
+    lanes.wait_empty();
+    for (std::size_t k = 0; k < members; ++k) CHECK(lanes.in_flight(k) == 0);
+  }
+  for (std::size_t k = 0; k < members; ++k) {
+    INFO("member " << k);
+    REQUIRE(done[k].size() == pieces);
+    for (std::size_t p = 0; p < pieces; ++p) REQUIRE(done[k][p] == p);
+  }
+  CHECK(thread_of[0] != thread_of[1]);
+}

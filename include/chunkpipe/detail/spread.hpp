@@ -42,10 +42,16 @@
 // complete if a range was too short), or handed to the Sink chunk by chunk
 // with the run's chunk numbers and packed offsets. The deliverer's copy
 // is the one extra host pass over what was kept.
-// Runs, blocking or queued (run_async), run one at a time in the order they
-// were started, on one thread of the spread's (started by the first): the
-// piece buffers and the records' pool belong to one run, and a run may read
-// what a run before it wrote. run() behaves as run_async().get().
+// Runs, blocking or queued (run_async), start in the order they were
+// started, on one thread of the spread's (started by the first). A run of
+// ranges in and ranges out flows: it takes pieces while the runs before it
+// still have pieces in flight, each member's room shared by all of them
+// (detail/spread_flow.hpp), unless its ranges meet an unfinished run's
+// where either writes; runs complete in order all the same. A run with a
+// Source, a Sink, a count or a fold, or a profiled run, keeps to itself:
+// it starts once every run before it is complete (the piece buffers and
+// the records' pool belong to one run). run() behaves as
+// run_async().get().
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -57,6 +63,9 @@
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/copy_team.hpp>
+#include <chunkpipe/detail/piece_book.hpp>
+#include <chunkpipe/detail/spread_flow.hpp>
+#include <chunkpipe/detail/spread_report.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
@@ -82,192 +91,6 @@
 
 namespace chunkpipe {
 namespace detail {
-
-/// The pieces of one spread run: which is taken next, which are done,
-/// which is delivered next, and the bound on taken-but-undelivered pieces.
-/// Thread-safe; host-only, tested on the CPU.
-class PieceBook {
- public:
-  /// `limit`: pieces the run has (unknown_length: until ended); `bound`:
-  /// most pieces taken and not yet delivered.
-  PieceBook(std::size_t limit, std::size_t bound) : limit_(limit), bound_(std::max<std::size_t>(bound, 1)) {}
-
-  /// What try_take() found.
-  enum class Take { got, none, full };
-
-  /// The next piece if fewer than `bound` are undelivered (got); none when
-  /// there are no more or the run stopped; full otherwise. Never blocks: a
-  /// thread with pieces of its own in flight must finish those rather
-  /// than wait, since the piece delivery waits for may be one of them.
-  Take try_take(std::size_t& piece) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopped() || next_ >= limit_) return Take::none;
-    if (next_ - delivered_ >= bound_) return Take::full;
-    piece = next_++;
-    return Take::got;
-  }
-
-  /// Blocks until try_take() may find other than full.
-  void wait_room() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    room_.wait(lock, [&] { return stopped() || next_ >= limit_ || next_ - delivered_ < bound_; });
-  }
-
-  /// No piece after `piece` exists (a Source ended within it).
-  void end_after(std::size_t piece) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    limit_ = std::min(limit_, piece + 1);
-    room_.notify_all();
-  }
-
-  /// Piece `piece` ran. Returns the pieces this thread must now deliver,
-  /// in order: empty if another thread is delivering, or an earlier piece
-  /// is not done. After delivering them (delivered() after each), the
-  /// thread calls handed_back() for any that came done meanwhile.
-  std::vector<std::size_t> done(std::size_t piece) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    done_.push_back(piece);
-    return claim_deliveries();
-  }
-
-  /// The oldest undelivered piece was delivered: its buffers may be reused.
-  void delivered() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++delivered_;
-    room_.notify_all();
-  }
-
-  /// The deliverer finished what it was handed; returns what it must
-  /// deliver next (empty: it is done delivering).
-  std::vector<std::size_t> handed_back() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    delivering_ = false;
-    return claim_deliveries();
-  }
-
-  /// Stops the run with its first error; later ones are dropped.
-  void stop(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!error_) error_ = std::move(e);
-    room_.notify_all();
-  }
-  std::exception_ptr error() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return error_;
-  }
-
- private:
-  bool stopped() const noexcept { return error_ != nullptr; }
-
-  // Under mutex_: if no thread delivers and the next piece is done, this
-  // thread delivers it and every done piece after it.
-  std::vector<std::size_t> claim_deliveries() {
-    if (delivering_ || stopped()) return {};
-    std::vector<std::size_t> run;
-    for (std::size_t want = delivered_;; ++want) {
-      auto it = std::find(done_.begin(), done_.end(), want);
-      if (it == done_.end()) break;
-      done_.erase(it);
-      run.push_back(want);
-    }
-    delivering_ = !run.empty();
-    return run;
-  }
-
-  mutable std::mutex mutex_;
-  std::condition_variable room_;
-  std::size_t limit_;
-  std::size_t bound_;
-  std::size_t next_ = 0;
-  std::size_t delivered_ = 0;
-  std::vector<std::size_t> done_;  // done, not yet handed to a deliverer
-  bool delivering_ = false;        // a thread holds pieces to deliver
-  std::exception_ptr error_;
-};
-
-/// One piece of a spread run as its member measured it (a profiled run).
-struct PieceReport {
-  std::size_t member = 0;       ///< which member ran it
-  std::size_t first_chunk = 0;  ///< the spread run's number of the piece's chunk 0
-  Report report;
-};
-
-/// A spread run's report from its pieces' reports: every op on one time
-/// axis, each piece's moved by where it sits on its member's profiling
-/// clock (Report::clock_ms) and the members' clocks lined up at their
-/// zeros by the host clock (Report::clock_zero_ns), the earliest op at 0;
-/// chunks numbered as the run's; queues the members' own, named after
-/// their member (`names`), which TimedOp::device and Report::devices say.
-/// `link`: what the floor is computed against (unknown: bandwidths 0).
-/// Host-only; throws only std::bad_alloc.
-inline Report spread_report(std::vector<PieceReport> pieces, std::vector<std::string> names, const LinkModel& link) {
-  Report out;
-  out.devices = std::move(names);
-  out.link = link;
-  if (pieces.empty()) return out;
-  std::sort(pieces.begin(), pieces.end(),
-            [](const PieceReport& a, const PieceReport& b) { return a.first_chunk < b.first_chunk; });
-  const Report& first = pieces.front().report;
-  out.label = "spread over " + std::to_string(out.devices.size()) + " members, each " + first.label;
-  out.policy = first.policy;
-  out.depth = first.depth;
-  out.chunk_elems = first.chunk_elems;
-  out.executor = first.executor;
-  // Each member's queues once, in member order: a member's schedule keeps
-  // its queues for its life, so every piece of it names the same ones.
-  std::vector<std::size_t> queue_base(out.devices.size(), 0);
-  std::vector<std::vector<Queue>> queues(out.devices.size());
-  long long zero = 0;
-  bool any = false;
-  for (const PieceReport& p : pieces) {
-    if (p.member >= queues.size()) continue;
-    if (queues[p.member].size() < p.report.queues.size()) queues[p.member] = p.report.queues;
-    if (!any || p.report.clock_zero_ns < zero) zero = p.report.clock_zero_ns;
-    any = true;
-  }
-  for (std::size_t m = 0; m < queues.size(); ++m) {
-    queue_base[m] = out.queues.size();
-    for (const Queue& q : queues[m]) out.queues.push_back({q.kind, out.devices[m] + " " + q.name});
-  }
-  for (const PieceReport& p : pieces) {
-    const Report& r = p.report;
-    const double shift = static_cast<double>(r.clock_zero_ns - zero) * 1e-6 + r.clock_ms;
-    std::size_t base_chunk = 0;  // the piece's own number of its chunk 0
-    bool found = false;
-    for (const TimedOp& op : r.ops) {
-      if (!found || op.chunk < base_chunk) base_chunk = op.chunk;
-      found = true;
-    }
-    for (TimedOp op : r.ops) {
-      op.start_ms += shift;
-      op.end_ms += shift;
-      op.chunk = p.first_chunk + (op.chunk - base_chunk);
-      op.device = static_cast<int>(p.member);
-      if (p.member < queue_base.size()) op.queue += static_cast<int>(queue_base[p.member]);
-      out.ops.push_back(op);
-    }
-    out.chunks += r.chunks;
-    out.elems += r.elems;
-    out.bytes_in += r.bytes_in;
-    out.bytes_out += r.bytes_out;
-    if (out.executor_note.empty()) out.executor_note = r.executor_note;
-    if (out.decision.empty()) out.decision = r.decision;
-  }
-  double t0 = 0.0;
-  for (std::size_t i = 0; i < out.ops.size(); ++i) t0 = i == 0 ? out.ops[i].start_ms : std::min(t0, out.ops[i].start_ms);
-  for (std::size_t i = 0; i < out.ops.size(); ++i) {
-    out.ops[i].start_ms -= t0;
-    out.ops[i].end_ms -= t0;
-    out.ops[i].id = i;  // issue order within each piece, pieces in run order
-  }
-  return out;
-}
-
-/// Whether a pipeline type profiles its runs (has report()).
-template <class P, class = void>
-struct has_report : std::false_type {};
-template <class P>
-struct has_report<P, std::void_t<decltype(std::declval<const P&>().report())>> : std::true_type {};
 
 template <class T>
 HostSpan<T> slice(const HostSpan<T>& s, std::size_t first, std::size_t count) {
@@ -372,6 +195,8 @@ class Spread {
       members_.push_back(std::make_unique<Member>(o, stages...));
     }
     per_record_ = RunAccess::per_record(*members_.front());
+    lanes_.emplace(members_.size(), this);
+    handout_.emplace(*lanes_, ahead, this);
     if constexpr (folds_) {
       const auto& last = std::get<sizeof...(S) - 1>(std::forward_as_tuple(stages...));
       make_folding_ = [last] { return fold_traits<typename Front::last_stage>::make(last); };
@@ -395,6 +220,9 @@ class Spread {
     }
     queue_cv_.notify_all();
     if (runner_.joinable()) runner_.join();
+    open_runs_.wait_idle();  // the last flowing runs complete while the spread is whole
+    handout_.reset();        // then the threads go, before anything they use
+    lanes_.reset();
   }
   Spread(const Spread&) = delete;
   Spread& operator=(const Spread&) = delete;
@@ -424,12 +252,17 @@ class Spread {
   }
 
   /// Queues the same run and returns its ticket at once: get() blocks until
-  /// it is complete and returns its SpreadSummary. Queued runs run one
-  /// after another, in the order they were queued, on a thread of the
-  /// spread's (the members' own threads take the pieces as for run()), so
-  /// the caller is free while they run, and a run may read what a run
-  /// queued before it writes. One run's pieces do not overlap the next
-  /// run's: the members' last pieces finish before the next run starts.
+  /// it is complete and returns its SpreadSummary. Queued runs start in the
+  /// order they were queued, on a thread of the spread's (the members' own
+  /// threads take the pieces as for run()), so the caller is free while
+  /// they run, and complete in that order. A run of ranges in and ranges
+  /// out continues the runs before it: its pieces start while theirs are
+  /// still in flight, unless its ranges meet theirs where either writes,
+  /// in which case it waits for them (so a run may read what a run queued
+  /// before it writes; a conflicting run waits for every run still open).
+  /// Runs with a Source, a Sink, a Filter or an Emit (and a Reduce's or an
+  /// Accumulate's run(in)), and profiled runs, start once the runs before
+  /// them are complete.
   /// The ranges, and what a Source or Sink refers to, must stay alive and
   /// untouched until the run is complete. A Sink's finish() (or abort()) is
   /// called on the spread's thread as the run ends, before its ticket is
@@ -443,7 +276,17 @@ class Spread {
     auto outs = as_outputs(std::forward<Out>(out));
     // A counted run's outputs may have any length (run_packed_out).
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
-    check_overlaps(ins, outs);
+    RunRanges ranges = check_overlaps(ins, outs);
+    if constexpr (!counted_ && !is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
+      // Ranges in, ranges out: the run may continue into the runs before
+      // it (start_flow). A profiled run keeps to itself: its report is one
+      // run's timeline.
+      if (!options_.profile) {
+        auto state = std::make_shared<SpreadRunState<RunResult>>(this);
+        return enqueue(state, std::make_unique<FlowJob<decltype(ins), decltype(outs)>>(
+                                  *this, state, std::move(ins), std::move(outs), n, std::move(ranges)));
+      }
+    }
     return enqueue<RunResult>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
       Outcome o = run_sides(std::move(ins), std::move(outs), n);
       RunResult value{};
@@ -556,18 +399,25 @@ class Spread {
     std::optional<Report> report;
   };
 
-  // A queued run: its body runs on the spread's run thread, and its ticket
-  // learns how it went. Runs never throw out of run().
+  // A queued run, run by the spread's run thread: run() returns true when
+  // the run is complete (the run thread retires it), false when it was
+  // started and continues (its completion retires it: start_flow).
   struct Job {
     virtual ~Job() = default;
-    virtual void run() noexcept = 0;
+    virtual bool run() noexcept = 0;
+    // Ranges of a run that may continue into the runs before it (ranges
+    // in, ranges out); null: the runs before it must be complete first.
+    const RunRanges* flows = nullptr;
   };
+  // A run that keeps to itself: its body runs it to the end (and returns
+  // its result and Outcome) once every run before it is complete. Runs
+  // with a Source, a Sink, a count or a fold, and profiled runs.
   template <class R, class Body>
   struct JobOf final : Job {
     JobOf(Spread& s, std::shared_ptr<SpreadRunState<R>> st, Body b)
         : spread(s), state(std::move(st)), body(std::in_place, std::move(b)) {}
-    void run() noexcept override {
-      spread.forget_last();
+    bool run() noexcept override {
+      spread.forget_last(state->place);
       std::optional<std::pair<R, Outcome>> done;
       std::exception_ptr error;
       try {
@@ -584,18 +434,45 @@ class Spread {
       }
       if (error) {
         state->fail(std::move(error));
-        return;
+        return true;
       }
-      {
-        std::lock_guard<std::mutex> lock(spread.summary_mutex_);
-        spread.last_summary_ = done->second.summary;
-        spread.last_report_ = done->second.report;
-      }
+      spread.keep_last(state->place, done->second);
       state->succeed(std::move(done->first), std::move(done->second.summary), std::move(done->second.report));
+      return true;
     }
     Spread& spread;
     std::shared_ptr<SpreadRunState<R>> state;
     std::optional<Body> body;  // may hold a move-only Source or Sink
+  };
+  // A run of ranges in and ranges out, which may start while the runs
+  // before it still have pieces in flight (start_flow).
+  template <class InSide, class OutSide>
+  struct FlowJob final : Job {
+    FlowJob(Spread& s, std::shared_ptr<SpreadRunState<RunResult>> st, InSide i, OutSide o, std::size_t n,
+            RunRanges r)
+        : spread(s), state(std::move(st)), ins(std::move(i)), outs(std::move(o)), n(n), ranges(std::move(r)) {
+      this->flows = &ranges;
+    }
+    bool run() noexcept override {
+      spread.forget_last(state->place);
+      try {
+        spread.start_flow(state, std::move(ins), std::move(outs), n, ranges);
+        return false;
+      } catch (...) {
+        // Nothing of it was issued (start_flow). It fails once the runs
+        // before it completed, so tickets still become ready in order.
+        std::exception_ptr e = std::current_exception();
+        spread.open_runs_.wait_idle();
+        state->fail(std::move(e));
+        return true;
+      }
+    }
+    Spread& spread;
+    std::shared_ptr<SpreadRunState<RunResult>> state;
+    InSide ins;
+    OutSide outs;
+    std::size_t n;
+    RunRanges ranges;
   };
 
   // Queues `body` (returning the run's result and Outcome) behind the runs
@@ -604,7 +481,10 @@ class Spread {
   template <class R, class Body>
   SpreadTicket<R> enqueue(Body body) {
     auto state = std::make_shared<SpreadRunState<R>>(this);
-    std::unique_ptr<Job> job = std::make_unique<JobOf<R, Body>>(*this, state, std::move(body));
+    return enqueue(state, std::make_unique<JobOf<R, Body>>(*this, state, std::move(body)));
+  }
+  template <class R>
+  SpreadTicket<R> enqueue(std::shared_ptr<SpreadRunState<R>> state, std::unique_ptr<Job> job) {
     std::lock_guard<std::mutex> lock(queue_mutex_);
     if (!runner_.joinable()) runner_ = std::thread([this] { serve_queue(); });
     state->place = queued_ + 1;
@@ -623,8 +503,9 @@ class Spread {
     }
   }
 
-  // A blocking run: waits until the run thread has let go of the run (its
-  // job destroyed), then takes the result or error from the ticket. So the
+  // A blocking run: waits until the run is retired (the run thread let go
+  // of its job, or a flowing run's completion let go of the run and its
+  // state: flow_completion), then takes the result or error from the ticket. So the
   // last reference to what the run threw is dropped on the caller's thread,
   // after the caller has used it: the exception's own reference count is
   // kept inside the C++ runtime, where ThreadSanitizer does not see it,
@@ -638,9 +519,13 @@ class Spread {
     return ticket.get();
   }
 
-  // The run thread: runs the queued runs in order until the spread closes
-  // with none left. One at a time, so the piece buffers, the folding
-  // records' pool and the members' schedules belong to one run.
+  // The run thread: starts the queued runs in order until the spread
+  // closes with none left. A run that keeps to itself starts once every
+  // piece in flight finished (so the piece buffers, the folding records'
+  // pool and the members' schedules are its own); a flowing run starts at
+  // once unless its ranges meet an unfinished run's where either writes.
+  // The members' threads take the pieces (Handout) and their lanes finish
+  // them (MemberLanes), completing flowing runs (OpenRuns).
   void serve_queue() {
     spread_of_this_thread = this;
     std::unique_lock<std::mutex> lock(queue_mutex_);
@@ -650,19 +535,112 @@ class Spread {
       std::unique_ptr<Job> job = std::move(queue_.front());
       queue_.pop_front();
       lock.unlock();
-      job->run();
+      if (!may_flow(*job)) open_runs_.wait_idle();  // every run started before is complete
+      const bool complete = job->run();
       job.reset();  // lets go of the run's Source and Sink before the next starts
+      if (complete) retire();
       lock.lock();
-      ++retired_;
-      retired_cv_.notify_all();
     }
   }
 
+  // One more run is complete, in queue order (OpenRuns completes flowing
+  // runs in the order they started, and a run that keeps to itself starts
+  // after every one before it is complete).
+  void retire() {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    ++retired_;
+    retired_cv_.notify_all();
+  }
+
+  // Whether `job` may start while the runs started before it are not
+  // complete: it flows, and none of its ranges meets an unfinished run's
+  // where either writes (a run that reads what another writes, or writes
+  // what another reads or writes, waits for it, as one pipeline's derived
+  // waits order them). On the run thread.
+  bool may_flow(const Job& job) {
+    while (!open_ranges_.empty() && (!open_ranges_.front().first || open_ranges_.front().first->completed())) {
+      open_ranges_.pop_front();
+    }
+    if (job.flows == nullptr) return false;
+    for (const auto& [open, ranges] : open_ranges_) {
+      if (!open || open->completed()) continue;
+      for (const RangeRef& a : job.flows->ranges()) {
+        for (const RangeRef& b : ranges.ranges()) {
+          if ((a.output || b.output) && a.overlaps(b)) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  // Starts a flowing run: the members' threads take its pieces once they
+  // have none left of the runs before it (Handout), and it completes when
+  // its last piece finished, on the thread that finished it (OpenRuns). On
+  // the run thread; never waits. Throws only before the run is open (and
+  // then nothing of it was issued); a failure after that fails the run
+  // through its completion, in queue order.
+  template <class InSide, class OutSide>
+  void start_flow(const std::shared_ptr<SpreadRunState<RunResult>>& state, InSide ins, OutSide outs, std::size_t n,
+                  const RunRanges& ranges) {
+    const std::size_t piece = piece_elems();
+    const std::size_t limit = (n + piece - 1) / piece;
+    auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
+    auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, limit);
+    open_ranges_.emplace_back(nullptr, ranges);
+    std::shared_ptr<OpenRuns::Run> open;
+    try {
+      open = open_runs_.open(flow_completion(r, state));
+    } catch (...) {
+      open_ranges_.pop_back();
+      throw;
+    }
+    open_ranges_.back().first = open;
+    r->open = std::move(open);
+    try {
+      handout_->start(r);
+    } catch (...) {  // no member will take it: it is sealed with its error
+      r->book.stop(std::current_exception());
+      open_runs_.seal(*r->open);
+    }
+  }
+
+  // What completes flowing run `r` (on the thread that finished its last
+  // piece or sealed it): its ticket, the latest summary, then the retired
+  // count. The run's error is moved out of its book and the closure lets go
+  // of the run and the ticket's state before retire() wakes a blocking
+  // caller, so the last reference to what was thrown is the caller's.
+  template <class R>
+  std::function<void()> flow_completion(std::shared_ptr<R> r, std::shared_ptr<SpreadRunState<RunResult>> state) {
+    return [this, r = std::move(r), state = std::move(state)]() mutable noexcept {
+      std::exception_ptr e = r->book.take_error();
+      if (!e) {
+        try {
+          keep_last(state->place, Outcome{r->summary, std::nullopt});
+          state->succeed(r->summary, r->summary, std::nullopt);
+        } catch (...) {
+          e = std::current_exception();
+        }
+      }
+      if (e) state->fail(std::move(e));
+      r.reset();
+      state.reset();
+      retire();
+    };
+  }
+
   // A run starts: what the one before left is no longer the latest.
-  void forget_last() {
+  void forget_last(std::size_t place) {
     std::lock_guard<std::mutex> lock(summary_mutex_);
+    latest_ = place;
     last_summary_ = SpreadSummary{};
     last_report_.reset();
+  }
+  // A run completed: it is the latest if no run started after it.
+  void keep_last(std::size_t place, const Outcome& o) {
+    std::lock_guard<std::mutex> lock(summary_mutex_);
+    if (place != latest_) return;
+    last_summary_ = o.summary;
+    last_report_ = o.report;
   }
 
   // One run of `n` elements (unknown_length: a Source decides) over its
@@ -678,7 +656,8 @@ class Spread {
     // while the oldest piece finishes, and no more. Pieces that land in
     // place need no bound.
     const std::size_t bound = sourced || sunk || counted_ ? members_.size() * (ahead + 1) : limit;
-    Run<decltype(ins), decltype(outs)> r(*this, ins, outs, n, limit, bound);
+    auto run = std::make_shared<Run<decltype(ins), decltype(outs)>>(*this, ins, outs, nullptr, n, limit, bound);
+    auto& r = *run;
     if (options_.profile) {
       // Every member's profiling clock starts again with this run, so the
       // members' zeros are close in time and the float event intervals
@@ -700,12 +679,16 @@ class Spread {
 
   // Ranges that overlap are refused for the whole run, as one pipeline
   // refuses them, before any piece runs: the members see only their pieces.
+  // Returns the run's ranges (none for a Source or a Sink side).
   template <class InSide, class OutSide>
-  static void check_overlaps(const InSide& ins, const OutSide& outs) {
+  static RunRanges check_overlaps(const InSide& ins, const OutSide& outs) {
     if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
       auto direct = [](const auto&) { return false; };
-      const Endpoints e = make_endpoints(ins, outs, direct);
-      check_run_ranges(RunRanges(e));
+      RunRanges ranges(make_endpoints(ins, outs, direct));
+      check_run_ranges(ranges);
+      return ranges;
+    } else {
+      return RunRanges(Endpoints{});
     }
   }
 
@@ -743,8 +726,9 @@ class Spread {
   };
 
   // One spread run over its two sides.
+  // Shared by its pieces in flight (MemberLanes), which finish it.
   template <class InSide, class OutSide>
-  struct Run {
+  struct Run final : Handout::Run, std::enable_shared_from_this<Run<InSide, OutSide>> {
     using in_t = typename first_type<typename side_types<InSide>::type>::type;
     using out_t = typename first_type<typename side_types<OutSide>::type>::type;
     static constexpr bool sourced = is_source<InSide>::value;
@@ -752,8 +736,9 @@ class Spread {
     static constexpr bool counted = counted_;
     static constexpr std::size_t out_count = std::tuple_size<typename types_tuple<typename side_types<OutSide>::type>::type>::value;
 
-    Run(Spread& s, InSide& i, OutSide& o, std::size_t n, std::size_t limit, std::size_t bound)
-        : spread(s), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
+    Run(Spread& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
+        std::size_t bound)
+        : spread(s), keep(std::move(keep)), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
           per(s.per_record_), bound(bound), book(limit, bound) {
       summary.pieces.assign(s.members_.size(), 0);
       // The user's Source and Sink see the window (Options::chunk_elems),
@@ -777,16 +762,19 @@ class Spread {
       }
     }
 
+    // A run that keeps to itself, from start to end: the members take its
+    // pieces (no other run's are out), then the Sink is finished.
     void go() {
-      std::vector<std::thread> threads;
-      threads.reserve(spread.members_.size());
-      try {
-        for (std::size_t m = 0; m < spread.members_.size(); ++m) threads.emplace_back([this, m] { serve(m); });
-      } catch (...) {
-        book.stop(std::current_exception());  // no thread: the ones started stop too
+      spread.handout_->start(this->shared_from_this());
+      {
+        std::unique_lock<std::mutex> lock(summary_mutex);
+        sealed_cv.wait(lock, [&] { return is_sealed; });
       }
-      for (std::thread& t : threads) t.join();
-      if (std::exception_ptr e = book.error()) {
+      spread.lanes_->wait_empty();  // its pieces, finished
+      // The error moves out of the book: a member's thread may let go of
+      // this Run after the caller has its error, and must not drop the
+      // last reference to what was thrown (see blocking()).
+      if (std::exception_ptr e = book.take_error()) {
         abort_sink();
         std::rethrow_exception(e);
       }
@@ -825,49 +813,65 @@ class Spread {
       }
     }
 
-    // Member m's thread: takes pieces while it has room, runs each on m.
-    void serve(std::size_t m) {
-      spread_of_this_thread = &spread;  // a Source or Sink called here must not wait for a later run
-      Member& member = *spread.members_[m];
-      std::deque<std::pair<std::size_t, decltype(issue(member, 0))>> flight;
-      auto finish_oldest = [&] {
-        finish(m, flight.front().first, flight.front().second);
-        flight.pop_front();
-      };
+    // Member m's thread takes the next piece, issues it to m and puts it
+    // in m's lane, which finishes it (Handout, MemberLanes).
+    PieceBook::Take take_one(std::size_t m) noexcept override {
       try {
-        for (;;) {
-          if (flight.size() == ahead) finish_oldest();
-          std::size_t p = 0;
-          const PieceBook::Take t = take(p);
-          if (t == PieceBook::Take::none) break;
-          if (t == PieceBook::Take::full) {
-            // The reorder buffer is full: free room by finishing this
-            // member's own oldest piece, or wait for other members'.
-            if (!flight.empty()) {
-              finish_oldest();
-            } else {
-              book.wait_room();
-            }
-            continue;
-          }
-          if (length_of(p) == 0) {  // a Source that ended at this piece's start
-            finish_empty(p);
-            continue;
-          }
-          flight.emplace_back(p, issue(member, p));
+        std::size_t p = 0;
+        const PieceBook::Take t = take(p);
+        if (t != PieceBook::Take::got) return t;
+        if (length_of(p) == 0) {  // a Source that ended at this piece's start
+          finish_empty(p);
+          return t;
+        }
+        // The piece's lane entry first: once it is issued, nothing can
+        // fail before it is in the lane (an issued piece not finished would
+        // let a run complete while it still writes).
+        using Ticket = decltype(issue(*spread.members_[m], 0));
+        auto ticket = std::make_shared<std::optional<Ticket>>();
+        MemberLanes::Entry entry = MemberLanes::entry(
+            [self = this->shared_from_this(), m, p, ticket] { self->finish_piece(m, p, **ticket); });
+        ticket->emplace(issue(*spread.members_[m], p));
+        if (open) spread.open_runs_.issued(*open);  // counted before the lane can finish it
+        spread.lanes_->push(m, std::move(entry));
+        {
           std::lock_guard<std::mutex> lock(summary_mutex);
           ++summary.pieces[m];
         }
-        while (!flight.empty()) finish_oldest();
+        return t;
+      } catch (...) {
+        book.stop(std::current_exception());  // the run's error; every member then finds none
+        return PieceBook::Take::none;
+      }
+    }
+    void wait_room() noexcept override { book.wait_room(); }
+    void sealed() noexcept override {
+      if (open) {
+        summary.elems = n;  // a flowing run: its pieces finish later, and complete it
+        summary.chunks = (n + chunk - 1) / chunk;
+        spread.open_runs_.seal(*open);
+        return;
+      }
+      {
+        std::lock_guard<std::mutex> lock(summary_mutex);
+        is_sealed = true;
+      }
+      sealed_cv.notify_all();
+    }
+
+    // Finishes piece p (it ran on member m): the run's error if it failed.
+    template <class Ticket>
+    void finish_piece(std::size_t m, std::size_t p, Ticket& ticket) noexcept {
+      try {
+        finish(m, p, ticket);
       } catch (...) {
         book.stop(std::current_exception());
-        for (auto& [p, ticket] : flight) {
-          try {
-            ticket.wait();
-          } catch (...) {  // the first error is the one the caller gets
-          }
+        try {
+          ticket.wait();  // a delivery that threw: the piece itself is still waited for
+        } catch (...) {  // the first error is the one the caller gets
         }
       }
+      if (open) spread.open_runs_.finished(*open);
     }
 
     // Takes the next piece (PieceBook::try_take); for a Source, reads it
@@ -1064,6 +1068,10 @@ class Spread {
 
 
     Spread& spread;
+    // A flowing run's two sides (start_flow); null for a run that keeps to
+    // itself, whose sides are run_sides' own, so a Source or Sink is let
+    // go of before its ticket is ready, wherever the Run is let go of.
+    std::shared_ptr<void> keep;
     InSide& ins;
     OutSide& outs;
     const std::size_t n;
@@ -1072,6 +1080,7 @@ class Spread {
     const std::size_t per;  // input elements per output record
     const std::size_t bound;
     PieceBook book;
+    std::shared_ptr<OpenRuns::Run> open;  // a flowing run's place among the open runs (start_flow)
     std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
     std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
     // The user's Source and Sink, called in windows; the Source's end tells
@@ -1082,6 +1091,8 @@ class Spread {
     Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
     std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
     std::mutex read_mutex, summary_mutex;
+    std::condition_variable sealed_cv;  // a run that keeps to itself: is_sealed, under summary_mutex
+    bool is_sealed = false;
     bool ended = false;    // under read_mutex
     std::size_t read = 0;  // under read_mutex; read once the threads joined
     SpreadSummary summary;
@@ -1116,12 +1127,17 @@ class Spread {
 
   Options options_;
   std::vector<std::unique_ptr<Member>> members_;
+  // The flowing runs started and not complete, and (on the run thread)
+  // their ranges.
+  OpenRuns open_runs_;
+  std::deque<std::pair<std::shared_ptr<OpenRuns::Run>, RunRanges>> open_ranges_;
   std::size_t per_record_ = 1;  // input elements per output record
   FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
   std::mutex pool_mutex_;
   mutable std::mutex summary_mutex_;
-  SpreadSummary last_summary_;
+  SpreadSummary last_summary_;        // under summary_mutex_, as the next two
   std::optional<Report> last_report_;
+  std::size_t latest_ = 0;  // the place of the run started last
   std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
   std::vector<Slot> pool_records_;        // a folding run's records
   std::unique_ptr<CopyTeam> delivery_team_;  // under pool_mutex_ while made
@@ -1134,6 +1150,11 @@ class Spread {
   std::size_t queued_ = 0, retired_ = 0;  // runs queued, and let go of by the run thread, so far
   bool closing_ = false;
   std::thread runner_;
+  // Each member's pieces in flight and the threads that finish them, and
+  // the threads that take pieces: made last (once the members are) and
+  // declared last, so they are joined first, while all the rest is whole.
+  std::optional<MemberLanes> lanes_;
+  std::optional<Handout> handout_;
 };
 
 }  // namespace detail
