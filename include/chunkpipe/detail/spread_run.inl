@@ -1,0 +1,386 @@
+// SPDX-License-Identifier: MIT
+// Definitions for detail/spread.hpp: one spread run (Spread::Run). Included
+// at its bottom; do not include directly.
+#pragma once
+
+namespace chunkpipe {
+namespace detail {
+
+// One spread run over its two sides, as the members' threads take, issue,
+// finish and deliver its pieces. Shared by its pieces in flight
+// (MemberLanes), which finish it.
+template <class Member, template <class> class Buffer>
+template <class InSide, class OutSide>
+struct Spread<Member, Buffer>::Run final : Handout::Run,
+                                           std::enable_shared_from_this<typename Spread<Member, Buffer>::template Run<InSide, OutSide>> {
+  using in_t = typename first_type<typename side_types<InSide>::type>::type;
+  using out_t = typename first_type<typename side_types<OutSide>::type>::type;
+  static constexpr bool sourced = is_source<InSide>::value;
+  static constexpr bool sunk = is_sink<OutSide>::value;
+  static constexpr bool counted = counted_;
+  static constexpr std::size_t out_count = std::tuple_size<typename types_tuple<typename side_types<OutSide>::type>::type>::value;
+
+  Run(Spread& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
+      std::size_t bound)
+      : spread(s), keep(std::move(keep)), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
+        per(s.per_record_), bound(bound), book(limit, bound) {
+    summary.pieces.assign(s.members_.size(), 0);
+    // The user's Source and Sink see the window (Options::chunk_elems),
+    // whatever unit the members schedule (windows.hpp).
+    const std::size_t w = s.options_.chunk_elems;
+    if constexpr (sourced) source_windows.emplace(ins.fn, w, sunk ? window_end : nullptr);
+    if constexpr (sunk) {
+      Window sw;
+      sw.elems = w;
+      sw.per_record = counted ? 0 : per;
+      sw.delivery = counted ? w : w / per;
+      if (n != unknown_length && !counted) sw.total = records(n);
+      sink_windows.emplace(outs.fn, sw, window_end);
+    }
+    lengths.assign(sourced || sunk || counted ? bound : 0, 0);
+    if constexpr (counted) {
+      emitted.assign(bound, 0);
+      if constexpr (!sunk) {
+        std::apply([&](const auto&... s) { ((packed.capacity = std::min(packed.capacity, s.size)), ...); }, outs.spans);
+      }
+    }
+  }
+
+  // A run that keeps to itself, from start to end: the members take its
+  // pieces (no other run's are out), then the Sink is finished.
+  void go() {
+    spread.handout_->start(this->shared_from_this());
+    {
+      std::unique_lock<std::mutex> lock(summary_mutex);
+      sealed_cv.wait(lock, [&] { return is_sealed; });
+    }
+    spread.lanes_->wait_empty();  // its pieces, finished
+    // The error moves out of the book: a member's thread may let go of
+    // this Run after the caller has its error, and must not drop the
+    // last reference to what was thrown (see blocking()).
+    if (std::exception_ptr e = book.take_error()) {
+      abort_sink();
+      std::rethrow_exception(e);
+    }
+    if constexpr (sunk) {
+      try {
+        sink_windows->flush();  // a last window that is not whole
+      } catch (...) {
+        abort_sink();
+        throw;
+      }
+      if constexpr (has_finish<decltype(outs.fn)>::value) {
+        try {
+          outs.fn.finish();
+        } catch (...) {
+          abort_sink();  // as one pipeline does: finish() throwing is a failed run
+          throw;
+        }
+      }
+    }
+    summary.elems = sourced ? read : n;
+    summary.chunks = (summary.elems + chunk - 1) / chunk;
+    if constexpr (counted) {
+      if constexpr (!sunk) check_packed(packed);  // as one pipeline's run fails, once complete
+      summary.written = packed.written;
+    }
+  }
+
+  void abort_sink() {
+    if constexpr (sunk) {
+      if constexpr (has_abort<decltype(outs.fn)>::value) {
+        try {
+          outs.fn.abort();
+        } catch (...) {  // the run's own error wins
+        }
+      }
+    }
+  }
+
+  // Member m's thread takes the next piece, issues it to m and puts it
+  // in m's lane, which finishes it (Handout, MemberLanes).
+  PieceBook::Take take_one(std::size_t m) noexcept override {
+    try {
+      std::size_t p = 0;
+      const PieceBook::Take t = take(p);
+      if (t != PieceBook::Take::got) return t;
+      if (length_of(p) == 0) {  // a Source that ended at this piece's start
+        finish_empty(p);
+        return t;
+      }
+      // The piece's lane entry first: once it is issued, nothing can
+      // fail before it is in the lane (an issued piece not finished would
+      // let a run complete while it still writes).
+      using Ticket = decltype(issue(*spread.members_[m], 0));
+      auto ticket = std::make_shared<std::optional<Ticket>>();
+      MemberLanes::Entry entry = MemberLanes::entry(
+          [self = this->shared_from_this(), m, p, ticket] { self->finish_piece(m, p, **ticket); });
+      ticket->emplace(issue(*spread.members_[m], p));
+      if (open) spread.open_runs_.issued(*open);  // counted before the lane can finish it
+      spread.lanes_->push(m, std::move(entry));
+      {
+        std::lock_guard<std::mutex> lock(summary_mutex);
+        ++summary.pieces[m];
+      }
+      return t;
+    } catch (...) {
+      book.stop(std::current_exception());  // the run's error; every member then finds none
+      return PieceBook::Take::none;
+    }
+  }
+  void wait_room() noexcept override { book.wait_room(); }
+  void sealed() noexcept override {
+    if (open) {
+      summary.elems = n;  // a flowing run: its pieces finish later, and complete it
+      summary.chunks = (n + chunk - 1) / chunk;
+      spread.open_runs_.seal(*open);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(summary_mutex);
+      is_sealed = true;
+    }
+    sealed_cv.notify_all();
+  }
+
+  // Finishes piece p (it ran on member m): the run's error if it failed.
+  template <class Ticket>
+  void finish_piece(std::size_t m, std::size_t p, Ticket& ticket) noexcept {
+    try {
+      finish(m, p, ticket);
+    } catch (...) {
+      book.stop(std::current_exception());
+      try {
+        ticket.wait();  // a delivery that threw: the piece itself is still waited for
+      } catch (...) {  // the first error is the one the caller gets
+      }
+    }
+    if (open) spread.open_runs_.finished(*open);
+  }
+
+  // Takes the next piece (PieceBook::try_take); for a Source, reads it
+  // (in piece order: the read lock is held from taking to the end of
+  // reading, and never while waiting).
+  PieceBook::Take take(std::size_t& p) {
+    if constexpr (!sourced) {
+      return book.try_take(p);
+    } else {
+      std::lock_guard<std::mutex> reading(read_mutex);
+      if (ended) return PieceBook::Take::none;
+      const PieceBook::Take t = book.try_take(p);
+      if (t != PieceBook::Take::got) return t;
+      in_t* dst = in_buffer(p);
+      std::size_t got = 0;
+      for (std::size_t c = 0; c < spread.piece_units; ++c) {
+        if (book.error()) return PieceBook::Take::none;  // another member failed: read no more
+        const std::size_t wrote = source_windows->fill(dst + c * chunk, chunk);
+        got += wrote;
+        if (wrote < chunk) {
+          ended = true;
+          break;
+        }
+      }
+      if constexpr (!sunk && !counted) check_fits(records(p * piece + got));
+      lengths[p % lengths.size()] = got;
+      read += got;
+      if (ended) book.end_after(p);
+      return PieceBook::Take::got;
+    }
+  }
+
+  // A Source's output ranges must hold the records of what it produced
+  // so far, as one pipeline's must.
+  void check_fits(std::size_t produced) const {
+    std::size_t o = 0;
+    std::apply(
+        [&](const auto&... s) {
+          ((produced > s.size ? throw pipeline_error("chunkpipe: the source produced more than the " +
+                                                     std::to_string(s.size) + (per == 1 ? " elements" : " records") +
+                                                     " output " + std::to_string(o) + " holds")
+                              : void(++o)),
+           ...);
+        },
+        outs.spans);
+  }
+
+  std::size_t length_of(std::size_t p) const {
+    if constexpr (sourced) {
+      return lengths[p % lengths.size()];
+    } else {
+      return std::min(piece, n - p * piece);
+    }
+  }
+
+  // Piece p's buffers (the spread's pool: slot p % bound, which piece
+  // p + bound takes only once p was delivered), made or grown when first
+  // needed.
+  in_t* in_buffer(std::size_t p) {
+    return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t)));
+  }
+  // Output `o` of piece p (of type T): several for an Emit of several outputs.
+  template <class T = out_t>
+  T* out_buffer(std::size_t p, std::size_t o = 0) {
+    return reinterpret_cast<T*>(
+        spread.pool_slot(spread.pool_out_, (p % bound) * out_count + o, records(piece) * sizeof(T)));
+  }
+  // Output records of `elems` elements from a unit's start: elements
+  // themselves (per 1), or a Reduce's segments, or chunks.
+  std::size_t records(std::size_t elems) const noexcept { return (elems + per - 1) / per; }
+
+  auto issue(Member& member, std::size_t p) {
+    const std::size_t first = p * piece;
+    const std::size_t len = length_of(p);
+    auto in_side = [&] {
+      if constexpr (sourced) {
+        return inputs(HostSpan<const in_t>{in_buffer(p), len, Buffer<unsigned char>::memory});
+      } else {
+        return std::apply([&](const auto&... s) { return Inputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
+                                                       std::make_tuple(slice(s, first, len)...)}; },
+                          ins.spans);
+      }
+    };
+    auto out_side = [&] {
+      // Piece p's records are the run's from records(first): pieces
+      // start on whole units, so on whole segments and chunks.
+      if constexpr (counted && sunk) {
+        // The member packs what it kept into the piece's buffer, at its
+        // piece-local packed offsets, for deliver() to pass on.
+        out_t* buf = out_buffer(p);
+        return sink<out_t>([buf](std::size_t, std::size_t at, ::cuda::std::span<const out_t> data) {
+          std::memcpy(static_cast<void*>(buf + at), data.data(), data.size() * sizeof(out_t));
+        });
+      } else if constexpr (counted) {
+        return piece_outputs(p, len, std::make_index_sequence<out_count>{});
+      } else if constexpr (sunk) {
+        return outputs(HostSpan<out_t>{out_buffer(p), records(len), Buffer<unsigned char>::memory});
+      } else {
+        return std::apply([&](const auto&... s) { return Outputs<typename span_value<std::decay_t<decltype(s)>>::type...>{
+                                                       std::make_tuple(slice(s, records(first), records(len))...)}; },
+                          outs.spans);
+      }
+    };
+    // Its stages number its chunks as the spread run's: chunk k of the
+    // piece is the run's chunk p * piece_units + k, at offset first + k * unit.
+    return RunAccess::run_async(member, RunLabel{p * spread.piece_units, first}, in_side(), out_side());
+  }
+
+  // A counted piece's outputs: its own buffers, one per output.
+  template <std::size_t... O>
+  auto piece_outputs(std::size_t p, std::size_t len, std::index_sequence<O...>) {
+    using spans_t = typename types_tuple<typename side_types<OutSide>::type>::type;
+    return Outputs<std::tuple_element_t<O, spans_t>...>{std::make_tuple(
+        HostSpan<std::tuple_element_t<O, spans_t>>{
+            out_buffer<std::tuple_element_t<O, spans_t>>(p, O), len,
+            Buffer<unsigned char>::memory}...)};
+  }
+
+  template <class Ticket>
+  void finish(std::size_t m, std::size_t p, Ticket& ticket) {
+    ticket.wait();
+    const auto& own = [&]() -> const auto& {
+      if constexpr (counted) {
+        return ticket.ticket();  // a ResultTicket's run
+      } else {
+        return ticket;
+      }
+    }();
+    if constexpr (counted) emitted[p % bound] = ticket.get();
+    if constexpr (has_report<std::decay_t<decltype(own)>>::value) {
+      if (spread.options_.profile) {
+        PieceReport r{m, p * spread.piece_units, own.report()};
+        std::lock_guard<std::mutex> lock(summary_mutex);
+        reports.push_back(std::move(r));
+      }
+    }
+    deliver(book.done(p));
+  }
+  // A piece a Source ended before: nothing ran, and nothing was emitted
+  // (its slot of `emitted` still holds the count of an earlier piece).
+  void finish_empty(std::size_t p) {
+    if constexpr (counted) emitted[p % bound] = 0;
+    deliver(book.done(p));
+  }
+
+  // Feeds the Sink the pieces this thread was handed, in order, and
+  // then those that came done meanwhile.
+  void deliver(std::vector<std::size_t> pieces) {
+    while (!pieces.empty()) {
+      for (std::size_t p : pieces) {
+        if (book.error()) return;  // a member failed: the Sink gets no more
+        if constexpr (counted) {
+          deliver_counted(p);
+        } else if constexpr (sunk) {
+          // In windows, as one pipeline hands them over: its records,
+          // numbered from the run's first (elements, where per is 1).
+          sink_windows->put(records(p * piece), out_buffer(p), records(length_of(p)));
+        }
+        book.delivered();
+      }
+      pieces = book.handed_back();
+    }
+  }
+
+  // Piece p of a counted run, after every piece before it: into the
+  // ranges at the run's packed offset, what fits (run_packed_out's rule),
+  // or to the Sink chunk by chunk.
+  void deliver_counted(std::size_t p) {
+    const std::size_t base = packed.emitted;  // what the pieces before p emitted
+    const std::size_t got = emitted[p % bound];
+    if constexpr (sunk) {
+      if (got != 0) sink_windows->put(base, out_buffer(p), got);
+      packed.written = base + got;
+    } else {
+      const std::size_t room =
+          packed.written == base && base < packed.capacity ? std::min(got, packed.capacity - base) : 0;
+      if (room != 0) {
+        copy_piece(p, base, room, std::make_index_sequence<out_count>{});
+        packed.written = base + room;
+      }
+    }
+    packed.emitted = base + got;
+  }
+  // Shared by the spread's delivery team: one thread's memcpy of what a
+  // piece kept would be slower than the members fill pieces.
+  template <std::size_t... O>
+  void copy_piece(std::size_t p, std::size_t at, std::size_t count, std::index_sequence<O...>) {
+    using spans_t = typename types_tuple<typename side_types<OutSide>::type>::type;
+    std::vector<Copy> copies{Copy{static_cast<void*>(std::get<O>(outs.spans).data + at),
+                                  out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
+                                  count * sizeof(std::tuple_element_t<O, spans_t>)}...};
+    spread.delivery_team().copy(copies);
+  }
+
+
+  Spread& spread;
+  // A flowing run's two sides (start_flow); null for a run that keeps to
+  // itself, whose sides are run_sides' own, so a Source or Sink is let
+  // go of before its ticket is ready, wherever the Run is let go of.
+  std::shared_ptr<void> keep;
+  InSide& ins;
+  OutSide& outs;
+  const std::size_t n;
+  const std::size_t piece;
+  const std::size_t chunk;
+  const std::size_t per;  // input elements per output record
+  const std::size_t bound;
+  PieceBook book;
+  std::shared_ptr<OpenRuns::Run> open;  // a flowing run's place among the open runs (start_flow)
+  std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
+  std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
+  // The user's Source and Sink, called in windows; the Source's end tells
+  // the Sink where the output ends.
+  std::shared_ptr<WindowEnd> window_end = std::make_shared<WindowEnd>();
+  std::optional<SourceWindows<in_t, typename callback_of<InSide>::type>> source_windows;
+  std::optional<SinkWindows<out_t, typename callback_of<OutSide>::type>> sink_windows;
+  Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
+  std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
+  std::mutex read_mutex, summary_mutex;
+  std::condition_variable sealed_cv;  // a run that keeps to itself: is_sealed, under summary_mutex
+  bool is_sealed = false;
+  bool ended = false;    // under read_mutex
+  std::size_t read = 0;  // under read_mutex; read once the threads joined
+  SpreadSummary summary;
+};
+
+}  // namespace detail
+}  // namespace chunkpipe
