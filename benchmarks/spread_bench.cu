@@ -49,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -69,6 +70,7 @@ struct Args {
   bool pageable = false;
   double host_gbps = 50.0;  // the host's memcpy, both directions together (DEVICE.md, 2026-12-01)
   std::string csv = "spread_bench.csv";
+  bool profile_filter = false;  // --profile-filter: print where a Filter spread's time goes, then stop
 };
 
 std::vector<std::size_t> parse_list(const char* s) {
@@ -105,9 +107,11 @@ Args parse(int argc, char** argv) {
       a.host_gbps = std::atof(next());
     } else if (s == "--csv") {
       a.csv = next();
+    } else if (s == "--profile-filter") {
+      a.profile_filter = true;
     } else {
       std::fprintf(stderr,
-                   "usage: spread_bench [--gib 1,4] [--rounds 5] [--fmas 64] [--pageable] [--host-gbps 50] [--csv FILE]\n");
+                   "usage: spread_bench [--gib 1,4] [--rounds 5] [--fmas 64] [--pageable] [--host-gbps 50] [--csv FILE] [--profile-filter]\n");
       std::exit(s == "--help" || s == "-h" ? 0 : 2);
     }
   }
@@ -179,6 +183,79 @@ double paired(const Variant& a, const Variant& b) {
   return median(r);
 }
 
+// Each kind's ops of one member (or of every member, m < 0): count, mean
+// and busy time (ops of one kind overlapping counted once).
+void print_kinds(const chunkpipe::Report& rep, int m) {
+  for (chunkpipe::OpKind k : {chunkpipe::OpKind::host_in, chunkpipe::OpKind::h2d, chunkpipe::OpKind::stage,
+                              chunkpipe::OpKind::d2h, chunkpipe::OpKind::host_out}) {
+    chunkpipe::Report one = rep;
+    one.ops.clear();
+    for (const chunkpipe::TimedOp& op : rep.ops) {
+      if (op.kind == k && (m < 0 || op.device == m)) one.ops.push_back(op);
+    }
+    double sum = 0;
+    for (const chunkpipe::TimedOp& op : one.ops) sum += op.end_ms - op.start_ms;
+    const std::string kind(chunkpipe::to_string(k));
+    std::printf("  member %2d  %-8s %5zu ops, mean %.3f ms, busy %.2f ms\n", m, kind.c_str(),
+                one.ops.size(), one.ops.empty() ? 0.0 : sum / static_cast<double>(one.ops.size()),
+                chunkpipe::busy_ms(one, k));
+  }
+}
+
+// --profile-filter: where a Filter spread's time goes (issue 34 point 3).
+// Pinned input and output, the positive half kept; one pipeline, a spread
+// over this device and over it twice, each run once to warm and once
+// profiled, checked against the host's filter. Prints each report, its
+// timeline and each member's busy time a kind; writes no CSV.
+bool profile_filter(std::size_t gib, int dev) {
+  const std::size_t n = (gib << 30) / sizeof(float);
+  chunkpipe::PinnedArray<float> in(n), out(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = static_cast<float>((i * 2654435761u) % 8191) / 8191.0f - 0.5f;
+  std::vector<float> kept;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (Positive{}(in.data()[i])) kept.push_back(in.data()[i]);
+  }
+  auto in_span = chunkpipe::host_span(static_cast<const float*>(in.data()), n, chunkpipe::Memory::pinned);
+  auto out_span = chunkpipe::host_span(out.data(), n, chunkpipe::Memory::pinned);
+  chunkpipe::Options o;
+  o.profile = true;
+  bool ok = true;
+  auto check = [&](const char* what, std::size_t got) {
+    if (got != kept.size() || std::memcmp(out.data(), kept.data(), kept.size() * sizeof(float)) != 0) {
+      std::printf("spread_bench: %s wrote a wrong filter\n", what);
+      ok = false;
+    }
+  };
+  {
+    FilterPipe plain(o, chunkpipe::filter(Positive{}));
+    plain.run(in_span, out_span);
+    std::memset(out.data(), 0xFF, n * sizeof(float));
+    std::size_t got = 0;
+    const double ms = wall_ms([&] { got = plain.run(in_span, out_span); });
+    check("filter plain", got);
+    const chunkpipe::Report rep = plain.report();
+    std::printf("== profiled filter plain, %zu GiB pinned: %.2f ms wall\n", gib, ms);
+    std::cout << rep << "\n" << chunkpipe::ascii_timeline(rep, 160) << "\n";
+    print_kinds(rep, -1);
+  }
+  for (const bool twice : {false, true}) {
+    chunkpipe::Options so = o;
+    so.devices = twice ? std::vector<int>{dev, dev} : std::vector<int>{dev};
+    FilterSpread s(so, chunkpipe::filter(Positive{}));
+    s.run(in_span, out_span);
+    std::memset(out.data(), 0xFF, n * sizeof(float));
+    std::size_t got = 0;
+    const double ms = wall_ms([&] { got = s.run(in_span, out_span); });
+    check(twice ? "filter twice" : "filter x1", got);
+    const chunkpipe::Report rep = s.report();
+    std::printf("== profiled filter %s, %zu GiB pinned: %.2f ms wall, pieces %s\n", twice ? "twice" : "x1", gib, ms,
+                pieces_of(s.last_summary()).c_str());
+    std::cout << rep << "\n" << chunkpipe::ascii_timeline(rep, 160) << "\n";
+    for (int m = 0; m < (twice ? 2 : 1); ++m) print_kinds(rep, m);
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -201,6 +278,12 @@ int main(int argc, char** argv) {
   const chunkpipe::LinkModel& link = links[static_cast<std::size_t>(dev)];
   const Fma f{args.fmas};
   const ClosedForm closed(args.fmas);
+  if (args.profile_filter) {
+    bool ok = true;
+    for (const std::size_t gib : args.gib) ok = profile_filter(gib, dev) && ok;
+    std::printf("spread_bench: %s\n", ok ? "every profiled filter checked" : "WRONG RESULTS");
+    return ok ? 0 : 1;
+  }
 
   std::FILE* csv = std::fopen(args.csv.c_str(), "w");
   if (csv) std::fprintf(csv, "gib,memory,variant,median_ms,floor_ms,of_floor,vs_plain,predicted_ms,of_host,pieces\n");

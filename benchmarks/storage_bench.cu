@@ -349,15 +349,25 @@ void explore(const std::string& in, std::size_t n, int rounds) {
     const char* name;
     chunkpipe::Options o;
   };
+  // Units (grain) against slots (depth) and the read team's size: the
+  // slots' pinned memory is what the read team writes and the copies in
+  // read, so how much of it there is may matter as much as how deep.
   const Variant variants[] = {
       {"Options{}", {}},
       {"depth 2", {.depth = 2}},
       {"depth 4", {.depth = 4}},
+      {"host_threads 4", {.host_threads = 4}},
       {"host_threads 12", {.host_threads = 12}},
+      {"grain 1 Mi", {.grain_elems = std::size_t{1} << 20}},
+      {"grain 1 Mi, depth 4", {.depth = 4, .grain_elems = std::size_t{1} << 20}},
+      {"grain 1 Mi, depth 6", {.depth = 6, .grain_elems = std::size_t{1} << 20}},
+      {"grain 512 Ki, depth 4", {.depth = 4, .grain_elems = std::size_t{1} << 19}},
+      {"grain 512 Ki, depth 8", {.depth = 8, .grain_elems = std::size_t{1} << 19}},
+      {"grain 256 Ki, depth 8", {.depth = 8, .grain_elems = std::size_t{1} << 18}},
       {"grain 4 Mi", {.grain_elems = std::size_t{1} << 22}},
-      {"grain 4 Mi, depth 4", {.depth = 4, .grain_elems = std::size_t{1} << 22}},
   };
-  pread_rate(in, bytes, 8, false);  // in the page cache
+  std::printf("  explore  8-thread pread into pinned            %6.2f GB/s\n", pread_rate(in, bytes, 8, false));
+  std::printf("  explore  16-thread pread into pinned           %6.2f GB/s\n", pread_rate(in, bytes, 16, false));
   for (const Variant& v : variants) {
     Pipe pipe(v.o);
     std::atomic<std::size_t> wrong{0}, seen{0};
@@ -369,10 +379,10 @@ void explore(const std::string& in, std::size_t n, int rounds) {
       t.push_back(seconds_since(t0));
     }
     if (wrong != 0 || seen != n * static_cast<std::size_t>(rounds + 1)) fail("explore: wrong output");
-    std::printf("  explore  %-28s unit %8zu  %6.2f GB/s\n", v.name, pipe.geometry().chunk_elems,
-                bytes / median(t) / 1e9);
+    std::printf("  explore  %-28s unit %8zu depth %2d  %6.2f GB/s\n", v.name, pipe.geometry().chunk_elems,
+                pipe.geometry().depth, bytes / median(t) / 1e9);
   }
-  for (const Variant& v : {variants[0], variants[4]}) {  // the default, and 16 MiB units
+  for (const Variant& v : {variants[0], variants[6]}) {  // the default, and 4 MiB units, 4 slots
     chunkpipe::Options o = v.o;
     o.profile = true;
     Pipe pipe(o);

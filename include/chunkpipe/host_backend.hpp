@@ -372,6 +372,7 @@ class HostPipeline {
   template <class In, class Out CHUNKPIPE_WHEN(Front::counted)>
   ResultTicket<std::size_t, HostTicket> labelled_run_async(const detail::RunLabel& label, In&& in, Out&& out) {
     auto packed = std::make_shared<detail::Packed>();
+    packed->place = label.place;  // a spread's piece may pack straight into the spread run's outputs
     HostTicket t = start(detail::as_inputs(std::forward<In>(in)), detail::as_outputs(std::forward<Out>(out)),
                          HostAfter{}, nullptr, packed, label);
     return ResultTicket<std::size_t, HostTicket>(std::move(t),

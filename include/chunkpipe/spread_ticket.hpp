@@ -33,6 +33,11 @@ struct SpreadSummary {
   std::size_t chunks = 0;           ///< chunks that held elements
   std::vector<std::size_t> pieces;  ///< pieces each member ran, in Options::devices order
   std::size_t written = 0;          ///< Filter, Emit: elements written (run() returns it)
+  /// Filter, Emit into ranges declared Memory::pinned: pieces a member
+  /// packed straight into the outputs, because every piece before them
+  /// was counted by then; the others went through a piece buffer, which
+  /// the spread copied over.
+  std::size_t in_place = 0;
 };
 
 namespace detail {

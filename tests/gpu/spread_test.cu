@@ -401,6 +401,10 @@ TEST_CASE("a Filter spread over the same GPU twice packs what one pipeline packs
   REQUIRE(s.pieces.size() == 2);
   CHECK(s.pieces[0] + s.pieces[1] == 21);
   CHECK(std::min(s.pieces[0], s.pieces[1]) >= 1);
+  // Pinned outputs: pieces whose earlier pieces were counted by their
+  // first packed chunk went straight into `out`; the first piece always.
+  CHECK(s.in_place >= 1);
+  CHECK(s.in_place <= 21);
 
   // Into a Sink: the calls one pipeline makes, in the same order.
   using Call = std::tuple<std::size_t, std::size_t, std::size_t>;
@@ -423,6 +427,7 @@ TEST_CASE("a Filter spread over the same GPU twice packs what one pipeline packs
   poison(pout);
   CHECK(spread.run(pageable, pout) == count);
   CHECK(std::memcmp(pout.data(), want.data(), n * sizeof(float)) == 0);
+  CHECK(spread.last_summary().in_place == 0);  // pageable outputs: every piece through its buffer
   const std::size_t room = count / 2;
   std::vector<float> short_one(count), short_spread(count);
   poison(short_one);
@@ -432,6 +437,13 @@ TEST_CASE("a Filter spread over the same GPU twice packs what one pipeline packs
   CHECK(thrown_by([&] { (void)spread.run(in, host_span(short_spread.data(), room)); }) == one_error);
   CHECK(std::memcmp(short_spread.data(), want.data(), room * sizeof(float)) == 0);
   CHECK(std::memcmp(short_spread.data() + room, short_one.data() + room, (count - room) * sizeof(float)) == 0);
+  // The same into pinned memory, where pieces pack in place: what fits,
+  // nothing past it, the same error.
+  PinnedArray<float> short_pinned(count);
+  poison(short_pinned);
+  CHECK(thrown_by([&] { (void)spread.run(in, host_span(short_pinned.data(), room, Memory::pinned)); }) == one_error);
+  CHECK(std::memcmp(short_pinned.data(), want.data(), room * sizeof(float)) == 0);
+  CHECK(std::memcmp(short_pinned.data() + room, short_one.data() + room, (count - room) * sizeof(float)) == 0);
   CHECK(spread.run(in, out) == count);
 }
 

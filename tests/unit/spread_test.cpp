@@ -698,6 +698,59 @@ TEST_CASE("a spread Filter packs what one pipeline packs, into ranges or a Sink,
   CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
 }
 
+TEST_CASE("a spread Filter into pinned ranges packs pieces in place once the pieces before them are counted",
+          "[spread][counted]") {
+  constexpr float keep_above = 1.4f;
+  const std::size_t n = 25 * piece_elems + 321;
+  const std::vector<float> x = values(n);
+  using One = HostPipeline<Map<Stalling>, Filter<Above>>;
+  using Spread = HostSpreadPipeline<Map<Stalling>, Filter<Above>>;
+  std::atomic<int> one_calls{0};
+  One one(spread_options({}), Map<Stalling>{Stalling{&one_calls}}, Filter<Above>{Above{keep_above}});
+  std::vector<float> want(n, poison_value);
+  const std::size_t count = one.run(x, want);
+  REQUIRE(count > n / 5);
+  auto pinned = [](std::vector<float>& v, std::size_t size) { return host_span(v.data(), size, Memory::pinned); };
+
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1, 2}}) {
+    INFO(devices.size() << " members");
+    // The first piece stalls on a member: pieces after it finish first,
+    // through their buffers, and later ones may pack in place.
+    std::atomic<int> calls{0};
+    Spread spread(spread_options(devices), Map<Stalling>{Stalling{&calls, 100}}, Filter<Above>{Above{keep_above}});
+    std::vector<float> out(n, poison_value);
+    CHECK(spread.run(x, pinned(out, n)) == count);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);  // the tail still poisoned
+    const SpreadSummary s = spread.last_summary();
+    CHECK(s.written == count);
+    CHECK(s.in_place >= 1);  // piece 0 knows its offset from the start
+    if (devices.size() > 1) CHECK(s.in_place < 26);  // a stalled piece's followers did not
+    INFO(s.in_place << " of 26 pieces in place");
+
+    // Outputs not declared pinned: every piece through its buffer.
+    std::fill(out.begin(), out.end(), poison_value);
+    CHECK(spread.run(x, out) == count);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    CHECK(spread.last_summary().in_place == 0);
+
+    // From a Source into pinned ranges.
+    std::fill(out.begin(), out.end(), poison_value);
+    CHECK(spread.run(test_support::replay(x), pinned(out, n)) == count);
+    CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+    CHECK(spread.last_summary().in_place >= 1);
+
+    // Too short: what fits, nothing past it, one pipeline's error, whether
+    // the piece that crosses the end went in place or through its buffer.
+    for (const std::size_t room : {count / 2 + 3, std::size_t{5}}) {
+      std::vector<float> one_buf(count, poison_value), spread_buf(count, poison_value);
+      const std::string one_error = thrown_by([&] { (void)one.run(x, host_span(one_buf.data(), room)); });
+      REQUIRE(contains(one_error, "emitted " + std::to_string(count) + " elements"));
+      CHECK(thrown_by([&] { (void)spread.run(x, pinned(spread_buf, room)); }) == one_error);
+      CHECK(std::memcmp(spread_buf.data(), one_buf.data(), count * sizeof(float)) == 0);
+    }
+  }
+}
+
 TEST_CASE("a spread Emit sees the run's chunk numbers and offsets and packs its two outputs as one pipeline does",
           "[spread][counted][chunk_fn]") {
   const std::size_t n = 12 * piece_elems + 777;
@@ -719,6 +772,15 @@ TEST_CASE("a spread Emit sees the run's chunk numbers and offsets and packs its 
   CHECK(spread.run(x, outputs(bits, at)) == count);
   CHECK(bits == want_bits);
   CHECK(std::memcmp(at.data(), want_at.data(), n * sizeof(double)) == 0);
+
+  // Pinned outputs: both pack in place where a piece can.
+  std::fill(bits.begin(), bits.end(), 7u);
+  std::fill(at.begin(), at.end(), -1.0);
+  CHECK(spread.run(x, outputs(host_span(bits.data(), n, Memory::pinned), host_span(at.data(), n, Memory::pinned))) ==
+        count);
+  CHECK(bits == want_bits);
+  CHECK(std::memcmp(at.data(), want_at.data(), n * sizeof(double)) == 0);
+  CHECK(spread.last_summary().in_place >= 1);
 }
 
 TEST_CASE("a spread run's report puts every piece on one time axis", "[spread][report]") {
@@ -1212,4 +1274,29 @@ TEST_CASE("member lanes finish each member's pieces oldest first, each on its me
     for (std::size_t p = 0; p < pieces; ++p) REQUIRE(done[k][p] == p);
   }
   CHECK(thread_of[0] != thread_of[1]);
+}
+
+TEST_CASE("piece counts give a piece its offset once every piece before it is counted, in any order",
+          "[spread][counted]") {
+  using detail::PackedPlace;
+  detail::PieceCounts counts(4);
+  CHECK(counts.base_of(0) == 0);  // nothing comes before the first piece
+  CHECK(counts.base_of(1) == PackedPlace::unknown);
+  counts.counted(2, 30);  // ahead of piece 1: kept until 0 and 1 are counted
+  CHECK(counts.base_of(2) == PackedPlace::unknown);
+  counts.counted(0, 10);
+  CHECK(counts.base_of(1) == 10);
+  CHECK(counts.base_of(2) == PackedPlace::unknown);
+  counts.counted(1, 0);  // an empty piece
+  CHECK(counts.base_of(3) == 40);
+  counts.counted(1, 99);  // counted twice: ignored
+  CHECK(counts.base_of(3) == 40);
+  counts.counted(8, 5);  // further ahead than the bound: ignored, and nothing after it is known
+  counts.counted(3, 1);
+  counts.counted(4, 2);
+  counts.counted(5, 3);
+  counts.counted(6, 4);
+  counts.counted(7, 5);
+  CHECK(counts.base_of(8) == 55);
+  CHECK(counts.base_of(9) == PackedPlace::unknown);
 }

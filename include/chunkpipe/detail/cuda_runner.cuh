@@ -131,6 +131,7 @@ class CudaRunner {
   ResultTicket<std::size_t, RunTicket> start_counted(In&& in, Out&& out, const After& order,
                                                      const RunLabel& label = {}) {
     auto packed = std::make_shared<Packed>();
+    packed->place = label.place;  // a spread's piece may pack straight into the spread run's outputs
     RunTicket t = start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)),
                              ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order, nullptr, packed, label);
     return ResultTicket<std::size_t, RunTicket>(std::move(t), std::make_shared<WrittenCount<Packed>>(std::move(packed)));

@@ -34,10 +34,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
 namespace chunkpipe::detail {
+
+struct PackedPlace;  // endpoints.hpp
 
 /// The numbers a run's chunk 0 is labelled with in the ChunkContext its
 /// stages get (chunk, offset): a run that is one piece of a larger one (a
@@ -47,12 +50,17 @@ namespace chunkpipe::detail {
 /// it (never a Source, a Sink, a report or NVTX, which number the run's own
 /// chunks); the default labels a run as itself.
 struct RunLabel {
+  RunLabel() = default;
+  RunLabel(std::size_t chunk, std::size_t offset) noexcept : chunk(chunk), offset(offset) {}
   std::size_t chunk = 0;
   std::size_t offset = 0;
   /// A spread run's piece (RunAccess sets it): its ends are the spread's
   /// own buffers and Sink, and the spread cuts the user's Source and Sink
   /// into windows itself. Not part of the numbers (==).
   bool piece = false;
+  /// A counted piece's: where it may pack straight into the spread run's
+  /// outputs (endpoints.hpp). Not part of the numbers either.
+  std::shared_ptr<PackedPlace> place;
   bool operator==(const RunLabel& o) const noexcept { return chunk == o.chunk && offset == o.offset; }
   bool operator!=(const RunLabel& o) const noexcept { return !(*this == o); }
 };

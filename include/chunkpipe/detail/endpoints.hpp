@@ -22,6 +22,27 @@
 
 namespace chunkpipe::detail {
 
+/// Where a counted run that is a piece of a longer one (a spread run's
+/// piece, detail/spread_run.inl) may pack its output instead of into its
+/// own output ranges: straight into the longer run's outputs, from the
+/// offset where the pieces before it ended, once that is known. Asked by
+/// the piece's host-out ops (run_packed_out), on whichever thread runs
+/// them; without it, a run packs into its own ranges.
+struct PackedPlace {
+  static constexpr std::size_t unknown = static_cast<std::size_t>(-1);
+  /// Where the piece's output starts in the longer run's: `unknown` while
+  /// a piece before it has not packed its last chunk. Asked once, by the
+  /// first chunk that emits anything; that answer holds for the piece.
+  std::function<std::size_t()> base;
+  std::vector<std::byte*> data;  ///< the longer run's outputs, one per output
+  std::size_t capacity = 0;      ///< elements the shortest of them holds
+  std::size_t chunks = 0;        ///< the piece's chunks
+  /// Called after the piece's last chunk packed: what it emitted in all,
+  /// and whether it went straight to `data` (then its own ranges hold
+  /// nothing). Must not throw.
+  std::function<void(std::size_t emitted, bool in_place)> done;
+};
+
 /// Where a run whose last stage emits a count has got to: written by its
 /// host-out ops, one at a time in chunk order, read after the run.
 struct Packed {
@@ -29,6 +50,13 @@ struct Packed {
   std::size_t written = 0;   ///< elements written to the outputs (a prefix of them)
   std::size_t capacity = static_cast<std::size_t>(-1);  ///< the shortest output range's elements
   bool overflowed() const noexcept { return emitted > written; }
+  /// A piece's (PackedPlace), or null. `base` is what its first chunk that
+  /// emitted anything was told (PackedPlace::unknown: its own ranges), and
+  /// `chunks` counts its host-out ops.
+  std::shared_ptr<PackedPlace> place;
+  std::size_t base = PackedPlace::unknown;
+  bool asked = false;
+  std::size_t chunks = 0;
 };
 
 /// One run's host endpoints, type-erased to bytes.

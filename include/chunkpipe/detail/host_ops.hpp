@@ -87,8 +87,12 @@ inline void write_positional(const Endpoints::Out& out, std::size_t offset, cons
 /// bytes)` (which blocks until it is done), or through the pinned slot into
 /// a pageable range (`copy`) or a Sink. An output too short for what was
 /// emitted is filled to its end and no further; `packed` keeps counting,
-/// so the run can say how much was needed. Throws pipeline_error for a count above the
-/// chunk's elements, and what a Sink throws.
+/// so the run can say how much was needed. A spread's piece with a
+/// PackedPlace whose base is known by its first chunk that emits anything
+/// moves its elements into the spread run's outputs instead, at that base
+/// (what fits of them), and counts as if it had written its own. Throws
+/// pipeline_error for a count above the chunk's elements, and what a Sink
+/// throws.
 template <class CopyFn, class DeviceCopyFn>
 void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const Endpoints& ends,
                     std::size_t run_chunk, std::size_t count, std::vector<Copy>& scratch, CopyFn&& copy,
@@ -104,11 +108,20 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
   }
   const std::size_t at = p.emitted;
   p.emitted += got;
-  if (got == 0) return;
+  PackedPlace* place = p.place.get();
+  if (place && got != 0 && !p.asked) {
+    p.base = place->base();
+    p.asked = true;
+  }
+  const bool in_place = place && p.base != PackedPlace::unknown;
   // Ranges get what fits, up to their end: the chunk that crosses it
   // leaves a prefix, and the run fails once it has counted everything.
-  const std::size_t room = p.written == at && at < p.capacity ? std::min(got, p.capacity - at) : 0;
-  for (std::size_t o = 0; o < outs; ++o) {
+  const std::size_t room = got != 0 && p.written == at && at < p.capacity ? std::min(got, p.capacity - at) : 0;
+  // In place: the pieces before wrote every element they had room for,
+  // so the spread run's outputs are written up to base + at, or full.
+  const std::size_t to = in_place ? p.base + at : 0;
+  const std::size_t room_there = in_place && got != 0 && to < place->capacity ? std::min(got, place->capacity - to) : 0;
+  for (std::size_t o = 0; o < outs && got != 0; ++o) {
     const auto& e = ends.out[o];
     const void* device = mem.array(step.reads[1], o, op.slot);
     if (e.consume) {
@@ -119,6 +132,8 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
       } else {
         e.consume(run_chunk, at, bounce, got);
       }
+    } else if (in_place) {
+      if (room_there != 0) from_device(place->data[o] + to * e.elem_size, device, room_there * e.elem_size);
     } else if (room == 0) {
       continue;
     } else if (!e.staged) {
@@ -132,6 +147,7 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
     }
   }
   if (room != 0) p.written = at + room;
+  if (place && ++p.chunks == place->chunks) place->done(p.emitted, in_place);
 }
 
 /// Runs a host op of the run's chunk `run_chunk` (elements [offset, offset +

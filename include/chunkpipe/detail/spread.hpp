@@ -35,13 +35,17 @@
 // as one pipeline does (result.hpp), to the same bits; a Source's fold
 // takes them in chunk order as the Sink would.
 // Filter and Emit (a count the GPU decides): where a piece's elements go
-// depends on what every piece before it emitted, so each piece packs into
+// depends on what every piece before it emitted. Into pinned output
+// ranges, a piece whose first chunk that emits anything finds every piece
+// before it counted (each counts itself as its last chunk packs:
+// PieceCounts) packs straight into the ranges at that offset, as one
+// pipeline would (PackedPlace, endpoints.hpp). Any other piece packs into
 // its own buffers (Sink or not), bounded as for a Sink, and the pieces are
 // delivered in order: copied into the output ranges at the run's packed
 // offset (what fits, as one pipeline writes it, and the run fails once
 // complete if a range was too short), or handed to the Sink chunk by chunk
 // with the run's chunk numbers and packed offsets. The deliverer's copy
-// is the one extra host pass over what was kept.
+// is the one extra host pass over what such pieces kept.
 // Runs, blocking or queued (run_async), start in the order they were
 // started, on one thread of the spread's (started by the first). A run of
 // ranges in and ranges out flows: it takes pieces while the runs before it
@@ -64,6 +68,7 @@
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/piece_book.hpp>
+#include <chunkpipe/detail/piece_counts.hpp>
 #include <chunkpipe/detail/spread_flow.hpp>
 #include <chunkpipe/detail/spread_report.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>

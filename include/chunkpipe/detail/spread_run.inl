@@ -23,7 +23,7 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
   Run(Spread& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
       std::size_t bound)
       : spread(s), keep(std::move(keep)), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
-        per(s.per_record_), bound(bound), book(limit, bound) {
+        per(s.per_record_), bound(bound), book(limit, bound), counts(bound) {
     summary.pieces.assign(s.members_.size(), 0);
     // The user's Source and Sink see the window (Options::chunk_elems),
     // whatever unit the members schedule (windows.hpp).
@@ -42,6 +42,11 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
       emitted.assign(bound, 0);
       if constexpr (!sunk) {
         std::apply([&](const auto&... s) { ((packed.capacity = std::min(packed.capacity, s.size)), ...); }, outs.spans);
+        // Pieces may pack straight into outputs a member copies into
+        // directly (PackedPlace): pinned ones. Elsewhere a piece buffer
+        // costs no more than a member's own staging would.
+        in_place_ok = std::apply([](const auto&... s) { return ((s.memory == Memory::pinned) && ...); }, outs.spans);
+        in_place.assign(bound, 0);
       }
     }
   }
@@ -104,6 +109,7 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
       std::size_t p = 0;
       const PieceBook::Take t = take(p);
       if (t != PieceBook::Take::got) return t;
+      if constexpr (counted && !sunk) in_place[p % bound] = 0;  // until the piece says otherwise (place_for)
       if (length_of(p) == 0) {  // a Source that ended at this piece's start
         finish_empty(p);
         return t;
@@ -261,7 +267,31 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
     };
     // Its stages number its chunks as the spread run's: chunk k of the
     // piece is the run's chunk p * piece_units + k, at offset first + k * unit.
-    return RunAccess::run_async(member, RunLabel{p * spread.piece_units, first}, in_side(), out_side());
+    RunLabel label{p * spread.piece_units, first};
+    if constexpr (counted && !sunk) {
+      if (in_place_ok) label.place = place_for(p, len);
+    }
+    return RunAccess::run_async(member, label, in_side(), out_side());
+  }
+
+  // Where piece p may pack straight into the run's outputs: at the offset
+  // where the pieces before it ended, if its first chunk that emits
+  // anything finds them all counted (PieceCounts); it counts itself once
+  // its last chunk packed. Its closures are called only by the piece's
+  // host-out ops, while this Run waits for the piece (finish_piece).
+  std::shared_ptr<PackedPlace> place_for(std::size_t p, std::size_t len) {
+    auto place = std::make_shared<PackedPlace>();
+    place->base = [this, p] {
+      const std::size_t b = counts.base_of(p);
+      if (b != PackedPlace::unknown) in_place[p % bound] = 1;  // read by deliver_counted, after the piece
+      return b;
+    };
+    std::apply([&](const auto&... s) { (place->data.push_back(reinterpret_cast<std::byte*>(s.data)), ...); },
+               outs.spans);
+    place->capacity = packed.capacity;
+    place->chunks = (len + chunk - 1) / chunk;
+    place->done = [this, p](std::size_t got, bool) noexcept { counts.counted(p, got); };
+    return place;
   }
 
   // A counted piece's outputs: its own buffers, one per output.
@@ -297,7 +327,10 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
   // A piece a Source ended before: nothing ran, and nothing was emitted
   // (its slot of `emitted` still holds the count of an earlier piece).
   void finish_empty(std::size_t p) {
-    if constexpr (counted) emitted[p % bound] = 0;
+    if constexpr (counted) {
+      emitted[p % bound] = 0;
+      counts.counted(p, 0);
+    }
     deliver(book.done(p));
   }
 
@@ -333,9 +366,11 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
       const std::size_t room =
           packed.written == base && base < packed.capacity ? std::min(got, packed.capacity - base) : 0;
       if (room != 0) {
-        copy_piece(p, base, room, std::make_index_sequence<out_count>{});
+        // A piece that packed in place wrote these itself (place_for).
+        if (!in_place[p % bound]) copy_piece(p, base, room, std::make_index_sequence<out_count>{});
         packed.written = base + room;
       }
+      if (in_place[p % bound]) ++summary.in_place;
     }
     packed.emitted = base + got;
   }
@@ -367,6 +402,9 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
   std::shared_ptr<OpenRuns::Run> open;  // a flowing run's place among the open runs (start_flow)
   std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
   std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
+  PieceCounts counts;                // a counted run's pieces' counts as their last chunks pack
+  bool in_place_ok = false;          // a counted run's pieces may pack into its outputs (place_for)
+  std::vector<char> in_place;        // [piece % bound]: the piece packed straight into the outputs
   // The user's Source and Sink, called in windows; the Source's end tells
   // the Sink where the output ends.
   std::shared_ptr<WindowEnd> window_end = std::make_shared<WindowEnd>();
