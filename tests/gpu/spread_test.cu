@@ -394,15 +394,19 @@ TEST_CASE("a Filter spread over the same GPU twice packs what one pipeline packs
 
   PinnedArray<float> out(n);
   poison(out);
-  CHECK(spread.run(in, out) == count);
+  CHECK(spread.run(in, out) == count);  // undeclared memory: through the piece buffers
   CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);  // the tail left poisoned too
+  CHECK(spread.last_summary().in_place == 0);
+  poison(out);
+  CHECK(spread.run(in, host_span(out, Memory::pinned)) == count);
+  CHECK(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
   const SpreadSummary s = spread.last_summary();
   CHECK(s.written == count);
   REQUIRE(s.pieces.size() == 2);
   CHECK(s.pieces[0] + s.pieces[1] == 21);
   CHECK(std::min(s.pieces[0], s.pieces[1]) >= 1);
-  // Pinned outputs: pieces whose earlier pieces were counted by their
-  // first packed chunk went straight into `out`; the first piece always.
+  // Outputs declared pinned: pieces whose earlier pieces were counted by
+  // their first packed chunk went straight into `out`; the first piece always.
   CHECK(s.in_place >= 1);
   CHECK(s.in_place <= 21);
 
