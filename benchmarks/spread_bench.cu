@@ -34,16 +34,20 @@
 // variant is checked against the closed form first (outputs poisoned), then
 // timed in interleaved rounds on the host clock (run() blocks); ratios are
 // medians of per-round ratios. "predicted" is simulate_spread's figure
-// for the variants whose members have links of their own (spread x1 and N
-// GPUs: one H200 machine per member with that GPU's measured link, the
-// kernel's time left out, which at the default 64 FMAs is far under the
-// copies'; pageable rows add the host's memcpy bound, --host-gbps, default
-// 50 GB/s for both directions together, DEVICE.md). Prints a table; writes CSV.
+// for every spread row: one H200 machine per member with its GPU's
+// measured link (members that list one device share it: SpreadShape::
+// devices), the queued rows as their runs (SpreadShape::runs), the filter
+// rows bringing back 4 bytes times the kept share per element, rounded;
+// the kernel's time is left out, which at the default 64 FMAs is far under
+// the copies'; pageable rows add the host's memcpy bound, --host-gbps,
+// default 50 GB/s for both directions together, DEVICE.md. Prints a
+// table; writes CSV.
 #include <chunkpipe/pipeline.cuh>
 #include <chunkpipe/simulate.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -139,7 +143,7 @@ struct Variant {
   std::function<void()> run;
   std::vector<double> ms;
   std::string pieces;  // what the last spread run gave each member
-  double predicted = -1;  // simulate_spread's ms; -1: not modelled (members share a link)
+  double predicted = -1;  // simulate_spread's ms; -1: not modelled (a plain pipeline's rows)
   std::size_t base = 0;   // the variant "vs plain" compares with
   bool filter = false;    // checked against the host's filter, not the closed form
   bool checked = true;    // false: times the host alone, writes nothing of the run
@@ -322,26 +326,30 @@ int main(int argc, char** argv) {
       std::vector<std::unique_ptr<Spread>> spreads;
       std::vector<Variant> vs;
       vs.push_back({"plain", [&] { plain.run(in_span, out_span); }, {}, ""});
+      // simulate_spread's figure for a spread over `devices` of the runs
+      // `runs` (element counts), bringing back `out_bytes` an element.
+      auto predict = [&](const chunkpipe::Geometry& g, std::size_t piece, const std::vector<int>& devices,
+                         std::vector<std::size_t> runs, std::size_t out_bytes) {
+        std::vector<chunkpipe::Machine> machines;
+        for (int d : devices) {
+          machines.push_back(chunkpipe::machines::h200_pcie5());
+          machines.back().link = links[static_cast<std::size_t>(d)];
+        }
+        const chunkpipe::Workload w = chunkpipe::map_workload(n, g.chunk_elems, 0.0, 4, out_bytes);
+        chunkpipe::SpreadShape shape;
+        shape.runs = std::move(runs);
+        shape.devices = devices;
+        shape.staged_bytes_per_elem = pageable ? 4.0 + static_cast<double>(out_bytes) : 0.0;
+        shape.host_memcpy_gbps = args.host_gbps;
+        return chunkpipe::simulate_spread(g.policy, g.depth, w, machines, piece, shape).makespan_ms;
+      };
       auto add_spread = [&](const std::string& name, std::vector<int> devices) {
         chunkpipe::Options o;
         o.devices = devices;
         spreads.push_back(std::make_unique<Spread>(o, chunkpipe::Map<Fma>{f}));
         Spread* s = spreads.back().get();
         vs.push_back({name, {}, {}, ""});
-        std::vector<int> sorted = devices;
-        std::sort(sorted.begin(), sorted.end());
-        if (std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
-          std::vector<chunkpipe::Machine> machines;
-          for (int d : devices) {
-            machines.push_back(chunkpipe::machines::h200_pcie5());
-            machines.back().link = links[static_cast<std::size_t>(d)];
-          }
-          const chunkpipe::Geometry& g = s->member(0).geometry();
-          const chunkpipe::Workload w = chunkpipe::map_workload(n, g.chunk_elems, 0.0);
-          vs.back().predicted = chunkpipe::simulate_spread(g.policy, g.depth, w, machines, s->piece_elems(),
-                                                           pageable ? 8.0 : 0.0, args.host_gbps)
-                                    .makespan_ms;
-        }
+        vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), devices, {n}, 4);
         const std::size_t index = vs.size() - 1;  // vs may grow: refer to it by index
         vs.back().run = [&vs, s, index, &in_span, &out_span] { vs[index].pieces = pieces_of(s->run(in_span, out_span)); };
       };
@@ -399,6 +407,9 @@ int main(int argc, char** argv) {
                       {},
                       ""});
         vs.back().base = same_twice;
+        std::vector<std::size_t> lengths;
+        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(cut(in_span, k).size);
+        vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), {dev, dev}, lengths, 4);
       }
       // A Filter of the input's positive half, packed into out: what only
       // the kept elements cost to bring back, plain and spread.
@@ -423,6 +434,9 @@ int main(int argc, char** argv) {
                       },
                       {},
                       ""});
+        const auto kept_bytes = static_cast<std::size_t>(
+            std::lround(4.0 * static_cast<double>(kept.size()) / static_cast<double>(n)));
+        vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), o.devices, {n}, kept_bytes);
       }
       for (std::size_t i = first_filter; i < vs.size(); ++i) {
         vs[i].base = first_filter;

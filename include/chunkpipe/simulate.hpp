@@ -142,6 +142,32 @@ struct SpreadPrediction {
   bool host_bound = false;           ///< host_ms, not the devices, set the makespan
   std::vector<std::size_t> pieces;   ///< pieces each member took, in member order
   std::vector<double> busy_ms;       ///< when each member's last piece ends (0: took none)
+  /// When each run completes, in queue order (one entry for one run): its
+  /// last piece's end, or the run's before it where that is later (runs
+  /// complete in order). Device time only: the host's share bounds
+  /// makespan_ms alone.
+  std::vector<double> run_end_ms;
+};
+
+/// What else shapes a spread's runs besides the members' machines
+/// (simulate_spread's second form).
+struct SpreadShape {
+  /// Runs queued one after another (run_async), each this many elements,
+  /// in queue order; empty: one run of work.elems. work.elems is then
+  /// ignored.
+  std::vector<std::size_t> runs;
+  /// Whether a run continues the one before it (ranges in and ranges out:
+  /// its pieces go to members while the earlier run's are in flight), or
+  /// starts once it is complete (a Source, Sink, Filter, Emit, Reduce or
+  /// Accumulate run, or a profiled one: every member starts it afresh).
+  bool flows = true;
+  /// Each member's device (Options::devices); members that list the same
+  /// one share its link and its GPU, so their pieces take turns on one
+  /// timeline (the members' machines must then be equal). Empty: every
+  /// member has a device of its own.
+  std::vector<int> devices;
+  double staged_bytes_per_elem = 0.0;  ///< host bytes an element staged through the host's memcpy (0: pinned)
+  double host_memcpy_gbps = 0.0;       ///< the host's memcpy rate for all members together (needed when staged)
 };
 
 /// Predicts a run of `work` (all of it: work.elems) spread over one member
@@ -164,6 +190,21 @@ struct SpreadPrediction {
 SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work, const std::vector<Machine>& members,
                                  std::size_t piece_elems, double staged_bytes_per_elem = 0.0,
                                  double host_memcpy_gbps = 0.0);
+
+/// The same for several runs queued on one spread, and for members that
+/// share a device (`shape`). Flowing runs are one sequence of pieces, each
+/// run's last piece short where its length is not a whole number of
+/// pieces, handed out as for one run; runs that do not flow each start once
+/// every member is done with the run before, each member's first piece of
+/// it costing what a run alone does. Members on one device share one
+/// timeline: a piece starts there when the piece before it on that device
+/// leaves room (one pipeline's back-to-back runs), and they take the pieces
+/// in turn. The staged host bytes of every run bound the makespan as for
+/// one run. Never blocks; deterministic. Throws config_error as the first
+/// form does (for a run of 0 elements too), for devices not one per
+/// member, and for members of one device with different machines.
+SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work, const std::vector<Machine>& members,
+                                 std::size_t piece_elems, const SpreadShape& shape);
 
 /// A workload of one element-wise stage: `elems` elements, cut into chunks
 /// of `chunk_elems` (the last may be short), whose kernel takes `kernel_ms`

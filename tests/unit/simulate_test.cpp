@@ -8,6 +8,7 @@
 #include <chunkpipe/simulate.hpp>
 
 #include "catch.hpp"
+#include "thrown.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -532,6 +533,86 @@ TEST_CASE("staged spread runs are bound by the host's memory copies, shared by a
   const SpreadPrediction q = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, 8.0, 1000.0);
   CHECK_FALSE(q.host_bound);
   CHECK(near(q.makespan_ms, q.device_ms));
+}
+
+TEST_CASE("queued spread runs that flow cost what one run of their bytes costs; runs that do not, more",
+          "[simulate][spread][queued]") {
+  const Workload w = spread_work();  // 1 Gi elements: 64 pieces of 8 chunks
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine h = machines::h200_pcie5();
+  const SpreadPrediction one_run = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece);
+  // The second form with one run is the first form.
+  SpreadShape single;
+  single.runs = {w.elems};
+  const SpreadPrediction same = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, single);
+  CHECK(same.makespan_ms == one_run.makespan_ms);
+  CHECK(same.pieces == one_run.pieces);
+  REQUIRE(same.run_end_ms.size() == 1);
+  CHECK(same.run_end_ms[0] == one_run.makespan_ms);
+
+  // 16 runs of 4 pieces, queued: the same pieces in the same order.
+  SpreadShape queue;
+  queue.runs.assign(16, w.elems / 16);
+  const SpreadPrediction flows = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, queue);
+  CHECK(near(flows.makespan_ms, one_run.makespan_ms));
+  CHECK(flows.pieces == one_run.pieces);
+  REQUIRE(flows.run_end_ms.size() == 16);
+  for (std::size_t k = 1; k < 16; ++k) CHECK(flows.run_end_ms[k] > flows.run_end_ms[k - 1]);
+  CHECK(flows.run_end_ms.back() == flows.makespan_ms);
+  // Runs of 3.5 pieces: each run's last piece is short, a little dearer in all.
+  SpreadShape ragged = queue;
+  ragged.runs.assign(16, 7 * piece / 2);
+  const SpreadPrediction short_tails = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, ragged);
+  CHECK(short_tails.pieces[0] + short_tails.pieces[1] == 64);
+  CHECK(short_tails.makespan_ms < flows.makespan_ms);  // 56 pieces' bytes, not 64
+  CHECK(short_tails.makespan_ms > flows.makespan_ms * 56 / 64);
+
+  // Runs that keep to themselves start afresh, each after the one before:
+  // each costs what it costs alone.
+  SpreadShape apart = queue;
+  apart.flows = false;
+  const SpreadPrediction waits = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, apart);
+  Workload sixteenth = w;
+  sixteenth.elems = w.elems / 16;
+  const double alone = simulate_spread(Policy::stage_streams, 3, sixteenth, {h, h}, piece).makespan_ms;
+  CHECK(near(waits.makespan_ms, 16 * alone));
+  CHECK(waits.makespan_ms > flows.makespan_ms * 1.01);
+  CHECK(near(waits.run_end_ms[0], alone));
+}
+
+TEST_CASE("members that list one device share its link: together they run as one pipeline does",
+          "[simulate][spread]") {
+  const Workload w = spread_work();
+  const std::size_t piece = 8 * w.chunk_elems;
+  const Machine h = machines::h200_pcie5();
+  const SpreadPrediction one = simulate_spread(Policy::stage_streams, 3, w, {h}, piece);
+  SpreadShape twice;
+  twice.devices = {0, 0};
+  const SpreadPrediction shared = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, twice);
+  CHECK(near(shared.makespan_ms, one.makespan_ms));
+  CHECK(shared.pieces == std::vector<std::size_t>{32, 32});  // in turns
+  SpreadShape own;
+  own.devices = {0, 1};
+  const SpreadPrediction two = simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, own);
+  CHECK(one.makespan_ms / two.makespan_ms > 1.9);
+  // Three members, two on one device: that device takes about half of the pieces.
+  SpreadShape mixed;
+  mixed.devices = {0, 1, 0};
+  const SpreadPrediction m = simulate_spread(Policy::stage_streams, 3, w, {h, h, h}, piece, mixed);
+  CHECK(m.pieces[0] + m.pieces[2] == 32);
+  CHECK(m.pieces[1] == 32);
+
+  // Refused: a device list of another length, one device with two links, an empty run.
+  SpreadShape bad;
+  bad.devices = {0};
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h, h}, piece, bad), config_error);
+  Machine slow = h;
+  slow.link.h2d_gbps /= 2;
+  CHECK(test_support::thrown_by([&] { simulate_spread(Policy::stage_streams, 3, w, {h, slow}, piece, twice); })
+            .find("share its link") != std::string::npos);
+  SpreadShape empty_run;
+  empty_run.runs = {piece, 0};
+  REQUIRE_THROWS_AS(simulate_spread(Policy::stage_streams, 3, w, {h}, piece, empty_run), config_error);
 }
 
 TEST_CASE("a ragged last piece costs less, and bad spread inputs are refused", "[simulate][spread][errors]") {

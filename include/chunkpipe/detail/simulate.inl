@@ -403,60 +403,125 @@ inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload
                                         double staged_bytes_per_elem, double host_memcpy_gbps) {
   if (members.empty()) throw config_error("chunkpipe: simulate_spread: needs at least one member machine");
   if (work.elems == 0) throw config_error("chunkpipe: simulate_spread: the run needs at least 1 element (got 0)");
+  SpreadShape shape;
+  shape.runs = {work.elems};
+  shape.staged_bytes_per_elem = staged_bytes_per_elem;
+  shape.host_memcpy_gbps = host_memcpy_gbps;
+  return simulate_spread(policy, depth, work, members, piece_elems, shape);
+}
+
+inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
+                                        const std::vector<Machine>& members, std::size_t piece_elems,
+                                        const SpreadShape& shape) {
+  if (members.empty()) throw config_error("chunkpipe: simulate_spread: needs at least one member machine");
   if (work.chunk_elems == 0) throw config_error("chunkpipe: simulate_spread: chunk_elems must be at least 1 (got 0)");
   if (piece_elems == 0 || piece_elems % work.chunk_elems != 0) {
     throw config_error("chunkpipe: simulate_spread: a piece must be a whole number of chunks (piece_elems " +
                        std::to_string(piece_elems) + ", chunk_elems " + std::to_string(work.chunk_elems) + ")");
   }
-  detail::require_figure(staged_bytes_per_elem, "staged_bytes_per_elem", false);
-  detail::require_figure(host_memcpy_gbps, "host_memcpy_gbps", false);
-  if (staged_bytes_per_elem > 0.0 && host_memcpy_gbps <= 0.0) {
+  detail::require_figure(shape.staged_bytes_per_elem, "staged_bytes_per_elem", false);
+  detail::require_figure(shape.host_memcpy_gbps, "host_memcpy_gbps", false);
+  if (shape.staged_bytes_per_elem > 0.0 && shape.host_memcpy_gbps <= 0.0) {
     throw config_error("chunkpipe: simulate_spread: a staged run needs the host's memcpy rate (host_memcpy_gbps)");
   }
-  const Resolved r = resolve(policy, depth);
-  PlanShape shape;
-  shape.stages = static_cast<int>(work.stage_ns_per_elem.size());
-  struct Costs {
-    double first_full, next_full, first_tail, next_tail;
-  };
-  const std::size_t pieces = (work.elems + piece_elems - 1) / piece_elems;
-  const std::size_t tail = work.elems - (pieces - 1) * piece_elems;
-  // Per member: what a run of a piece costs alone, and behind a full piece
-  // (the plan of those runs in a row, as the member issues them).
-  std::vector<Costs> costs;
-  for (const Machine& m : members) {
-    auto span = [&](const std::vector<std::size_t>& runs) {
-      std::vector<RunSpec> specs;
-      Workload w = work;
-      w.elems = 0;
-      for (std::size_t e : runs) {
-        RunSpec s;
-        s.chunks = (e + work.chunk_elems - 1) / work.chunk_elems;
-        s.elems = e;
-        specs.push_back(s);
-        w.elems += e;
-      }
-      return makespan_ms(simulate(make_plan(r.policy, r.depth, shape, specs), w, m));
-    };
-    const double one = span({piece_elems});
-    costs.push_back({one, span({piece_elems, piece_elems}) - one, span({tail}), span({piece_elems, tail}) - one});
+  const std::vector<std::size_t> runs = shape.runs.empty() ? std::vector<std::size_t>{work.elems} : shape.runs;
+  std::size_t total = 0;
+  for (std::size_t n : runs) {
+    if (n == 0) throw config_error("chunkpipe: simulate_spread: the run needs at least 1 element (got 0)");
+    total += n;
   }
+  if (!shape.devices.empty() && shape.devices.size() != members.size()) {
+    throw config_error("chunkpipe: simulate_spread: devices names " + std::to_string(shape.devices.size()) +
+                       " devices for " + std::to_string(members.size()) + " members (one each, or none)");
+  }
+  // Each member's timeline: its own, or the first member's on its device.
+  std::vector<std::size_t> line(members.size());
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    line[i] = i;
+    for (std::size_t j = 0; j < i && !shape.devices.empty(); ++j) {
+      if (shape.devices[j] != shape.devices[i]) continue;
+      const LinkModel& a = members[j].link;
+      const LinkModel& b = members[i].link;
+      if (a.h2d_gbps != b.h2d_gbps || a.d2h_gbps != b.d2h_gbps || a.both_gbps != b.both_gbps) {
+        throw config_error("chunkpipe: simulate_spread: members " + std::to_string(j) + " and " + std::to_string(i) +
+                           " list device " + std::to_string(shape.devices[i]) +
+                           " and so share its link, but their machines' links differ");
+      }
+      line[i] = j;
+      break;
+    }
+  }
+  const Resolved r = resolve(policy, depth);
+  PlanShape plan_shape;
+  plan_shape.stages = static_cast<int>(work.stage_ns_per_elem.size());
+  // What member m's runs in a row cost (the plan of those runs, as the
+  // member issues them).
+  auto span = [&](std::size_t m, const std::vector<std::size_t>& lengths) {
+    std::vector<RunSpec> specs;
+    Workload w = work;
+    w.elems = 0;
+    for (std::size_t e : lengths) {
+      RunSpec s;
+      s.chunks = (e + work.chunk_elems - 1) / work.chunk_elems;
+      s.elems = e;
+      specs.push_back(s);
+      w.elems += e;
+    }
+    return makespan_ms(simulate(make_plan(r.policy, r.depth, plan_shape, specs), w, members[m]));
+  };
+  // A piece of `len` on member m: alone (the first of its timeline, or of
+  // a run that does not flow), and behind a full piece.
+  std::vector<std::tuple<std::size_t, std::size_t, double, double>> costs;  // (m, len, alone, behind)
+  auto cost = [&](std::size_t m, std::size_t len, bool alone) {
+    for (const auto& [cm, cl, a, b] : costs) {
+      if (cm == m && cl == len) return alone ? a : b;
+    }
+    const double full = span(m, {piece_elems});
+    const double a = len == piece_elems ? full : span(m, {len});
+    const double b = span(m, {piece_elems, len}) - full;
+    costs.emplace_back(m, len, a, b);
+    return alone ? a : b;
+  };
+
   SpreadPrediction p;
   p.pieces.assign(members.size(), 0);
   p.busy_ms.assign(members.size(), 0.0);
-  for (std::size_t k = 0; k < pieces; ++k) {
-    std::size_t m = 0;
-    for (std::size_t i = 1; i < members.size(); ++i) {
-      if (p.busy_ms[i] < p.busy_ms[m]) m = i;
+  std::vector<double> free_at(members.size(), 0.0);  // [timeline]: when it takes its next piece
+  std::vector<char> fresh(members.size(), 1);        // [timeline]: its next piece starts it afresh
+  std::vector<std::size_t> turn(members.size(), 0);  // [timeline]: pieces it took, for taking turns
+  double complete = 0.0;
+  for (std::size_t k = 0; k < runs.size(); ++k) {
+    if (k > 0 && !shape.flows) {
+      std::fill(free_at.begin(), free_at.end(), complete);
+      std::fill(fresh.begin(), fresh.end(), 1);
     }
-    const bool last = k + 1 == pieces;
-    const Costs& c = costs[m];
-    p.busy_ms[m] += p.pieces[m] == 0 ? (last ? c.first_tail : c.first_full) : (last ? c.next_tail : c.next_full);
-    ++p.pieces[m];
+    const std::size_t count = (runs[k] + piece_elems - 1) / piece_elems;
+    const std::size_t tail = runs[k] - (count - 1) * piece_elems;
+    double end = 0.0;
+    for (std::size_t j = 0; j < count; ++j) {
+      // The timeline free first (ties to the lower index), then its
+      // members in turn.
+      std::size_t t = line[0];
+      for (std::size_t i = 1; i < members.size(); ++i) {
+        if (line[i] == i && free_at[i] < free_at[t]) t = i;
+      }
+      std::vector<std::size_t> on;
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        if (line[i] == t) on.push_back(i);
+      }
+      const std::size_t m = on[turn[t]++ % on.size()];
+      free_at[t] += cost(m, j + 1 == count ? tail : piece_elems, fresh[t] != 0);
+      fresh[t] = 0;
+      p.busy_ms[m] = free_at[t];
+      ++p.pieces[m];
+      end = std::max(end, free_at[t]);
+    }
+    complete = std::max(complete, end);
+    p.run_end_ms.push_back(complete);
   }
-  for (double b : p.busy_ms) p.device_ms = std::max(p.device_ms, b);
-  p.host_ms = staged_bytes_per_elem > 0.0
-                  ? static_cast<double>(work.elems) * staged_bytes_per_elem / (host_memcpy_gbps * 1e6)
+  p.device_ms = complete;
+  p.host_ms = shape.staged_bytes_per_elem > 0.0
+                  ? static_cast<double>(total) * shape.staged_bytes_per_elem / (shape.host_memcpy_gbps * 1e6)
                   : 0.0;
   p.host_bound = p.host_ms > p.device_ms;
   p.makespan_ms = std::max(p.device_ms, p.host_ms);
