@@ -41,11 +41,12 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/cuda_runner.cuh>
-#include <chunkpipe/detail/spread.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <type_traits>
@@ -311,6 +312,8 @@ class ChunkedPipeline {
   std::size_t per_record() const noexcept { return runner_->front().per_record(); }
   // The next profiled run starts the profiling clock again (Report::clock_ms).
   void restart_profile_clock() { runner_->restart_profile_clock(); }
+  // A spread run ordered after `order` (RunAccess::hold).
+  std::function<void()> hold_order(const After& order) { return runner_->hold(order); }
 
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };
@@ -354,41 +357,25 @@ struct PinnedPieceBuffer {
   T* data() noexcept { return reinterpret_cast<T*>(buffer.data()); }
   PinnedBuffer buffer;
 };
+
+template <class... Stages>
+struct spread_member<ChunkedPipeline<Stages...>> {
+  template <class T>
+  using piece_buffer = PinnedPieceBuffer<T>;
+  using order = After;
+};
 }  // namespace detail
 
-/// A pipeline that spreads each run over several GPUs: one ChunkedPipeline
-/// per entry of Options::devices (an entry may repeat: each member has its
-/// own slots, streams and host threads), each taking the next piece of the
-/// run (8 units) when it has room, so a slower link or a busier GPU takes
-/// fewer (detail/spread.hpp). Outputs land in place; a Source is read and a
-/// Sink fed in chunk order. Map, ChunkFn and record stages (a ChunkFn's
-/// context gives the run's chunk numbers, offsets and counts, as with one
-/// pipeline; a Reduce or Accumulate run returns one pipeline's result, to
-/// the bit; a Filter or Emit run packs what one pipeline packs and returns
-/// its count: each member packs its pieces into piece buffers, and they are
-/// placed, or handed to the Sink with the run's chunk numbers and offsets,
-/// in chunk order); each member has its own copy of the stages, called on
-/// its own thread.
+/// A pipeline that spreads each run over several GPUs (chunkpipe::Spread,
+/// spread.hpp): one ChunkedPipeline per entry of Options::devices (an entry
+/// may repeat), each taking the next piece of the run when it has room.
+/// Its runs may start after(...) spread tickets and what one pipeline's
+/// after(...) takes (streams, events, RunTickets).
 ///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
 ///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
-///   chunkpipe::SpreadPipeline<chunkpipe::Reduce<float, Plus>> sum({.devices = {0, 1}}, chunkpipe::reduce(0.f, Plus{}));
-///   float total = sum.run(in);                          // blocks
-///   std::size_t kept = keep.run(in, out);               // a Filter: blocks
-///   auto t = spread.run_async(in, out);                 // queued; returns at once
-///   chunkpipe::SpreadSummary s2 = t.get();              // blocks until it is complete
-/// run_async() queues runs that then run one after another on a thread of
-/// the spread's, in order (SpreadTicket; a run may read what one queued
-/// before it writes); the members' last pieces of one run finish before
-/// the next starts.
-/// Construction throws config_error for an empty or bad device list,
-/// Options::device set, Staging::registered, and what a ChunkedPipeline's
-/// constructor throws; run() (Spread::run) throws config_error for bad
-/// ranges, overlaps included, before anything runs, pipeline_error for a
-/// Source that produced more than the outputs hold or a Filter or Emit that
-/// emitted more (after placing what fits, with one pipeline's message), and
-/// the first error of any member.
+///   auto t = spread.run_async(in, out, chunkpipe::after(stream));  // queued; returns at once
 template <class... Stages>
-using SpreadPipeline = CHUNKPIPE_UNSPECIFIED(detail::Spread<ChunkedPipeline<Stages...>, detail::PinnedPieceBuffer>);
+using SpreadPipeline = Spread<ChunkedPipeline<Stages...>>;
 
 /// Builds a ChunkedPipeline, deducing the stage types:
 ///   auto pipe = chunkpipe::make_pipeline(opts, chunkpipe::map(Fma{a, b}));

@@ -25,6 +25,7 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/scan.hpp>
+#include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -33,11 +34,11 @@
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
-#include <chunkpipe/detail/spread.hpp>
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -129,10 +130,27 @@ struct HostAfter {
   std::vector<HostTicket> tickets;  ///< runs of the same pipeline that complete first
 };
 
-/// `after(t1, t2, ...)` for a HostPipeline's run_async().
+namespace detail {
+inline const HostTicket& host_ticket_of(const HostTicket& t) { return t; }
+template <class R>
+const HostTicket& host_ticket_of(const ResultTicket<R, HostTicket>& t) {
+  return t.ticket();
+}
+}  // namespace detail
+
+/// `after(t1, t2, ...)` for a HostPipeline's run_async() (and a
+/// HostSpreadPipeline's): HostTickets and the ResultTickets of folding
+/// and counting runs, in any mix. Never blocks.
 template <class... T>
 HostAfter after(const HostTicket& first, const T&... rest) {
-  return HostAfter{{first, rest...}};
+  HostAfter a{{first}};
+  (a.tickets.push_back(detail::host_ticket_of(rest)), ...);
+  return a;
+}
+/// The same, first a ResultTicket.
+template <class R, class... T>
+HostAfter after(const ResultTicket<R, HostTicket>& first, const T&... rest) {
+  return after(first.ticket(), rest...);
 }
 
 /// A pipeline that runs on the CPU. Same options, stages and ranges as
@@ -380,6 +398,20 @@ class HostPipeline {
   }
   // Input elements per output record (detail::Endpoints::per_record).
   std::size_t per_record() const noexcept { return engine_->front.per_record(); }
+  // A spread run ordered after these host runs (RunAccess::hold): waiting
+  // for a ticket runs its ops on the waiting thread, the spread's. What
+  // they threw stays with their tickets.
+  std::function<void()> hold_order(const HostAfter& order) const {
+    if (order.tickets.empty()) return {};
+    return [tickets = order.tickets]() mutable {
+      for (HostTicket& t : tickets) {
+        try {
+          t.wait();
+        } catch (...) {  // the ticket keeps it
+        }
+      }
+    };
+  }
   // The next profiled run starts the profiling clock again
   // (Report::clock_ms): a spread restarts its members' together, so that
   // their zeros are close.
@@ -416,17 +448,23 @@ class HostPipeline {
   std::shared_ptr<Engine> engine_;
 };
 
-/// Runs spread over virtual devices: one HostPipeline per entry of
-/// Options::devices (the ordinals are labels), each with its own schedule
-/// and slots, taking pieces of a run as it has room (detail/spread.hpp);
-/// Map, ChunkFn, record, Filter and Emit stages, a ChunkFn seeing the run's
-/// chunk numbers. How CI tests the spreading's order, bounds and failures.
-/// Construct with Options and the stages; run(in, out) blocks and returns a
-/// SpreadSummary (a Filter's or Emit's count; run(in) a Reduce's or
-/// Accumulate's result); run_async() queues the same run and returns a
-/// SpreadTicket at once, the queued runs running one after another.
+namespace detail {
 template <class... Stages>
-using HostSpreadPipeline = CHUNKPIPE_UNSPECIFIED(detail::Spread<HostPipeline<Stages...>, detail::HostPieceBuffer>);
+struct spread_member<HostPipeline<Stages...>> {
+  template <class T>
+  using piece_buffer = HostPieceBuffer<T>;
+  using order = HostAfter;
+};
+}  // namespace detail
+
+/// Runs spread over virtual devices (chunkpipe::Spread, spread.hpp): one
+/// HostPipeline per entry of Options::devices (the ordinals are labels),
+/// each with its own schedule and slots, taking pieces of a run as it has
+/// room; Map, ChunkFn, record, Filter and Emit stages, a ChunkFn seeing the
+/// run's chunk numbers. How CI tests the spreading's order, bounds and
+/// failures. Its runs may start after(...) spread tickets and HostTickets.
+template <class... Stages>
+using HostSpreadPipeline = Spread<HostPipeline<Stages...>>;
 
 /// Builds a HostPipeline, deducing its stage types: the way to run a
 /// pipeline on a machine with no GPU (or in a CPU-only test), with the

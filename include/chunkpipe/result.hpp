@@ -15,6 +15,7 @@
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/io.hpp>
+#include <chunkpipe/report.hpp>
 #include <chunkpipe/stage.hpp>
 
 #include <cstddef>
@@ -215,7 +216,11 @@ class ResultTicket {
   void wait() { ticket_.wait(); }
   /// True once the run has finished (or failed). Never blocks.
   bool ready() const { return ticket_.ready(); }
-  /// The run's own ticket: executor(), report(), after(...) and the rest.
+  /// The run's timeline, with Options::profile on, after wait() returned:
+  /// Ticket::report(), whose reference lives as long as this ticket (or a
+  /// copy of it). Never blocks; throws as Ticket::report() does.
+  const Report& report() const { return ticket_.report(); }
+  /// The run's own ticket (after(...) takes this one as it is, too).
   const Ticket& ticket() const noexcept { return ticket_; }
 
  private:

@@ -8,6 +8,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/result.hpp>
 #include <chunkpipe/detail/completion.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel
 #include <chunkpipe/detail/slots.hpp>
@@ -454,6 +455,10 @@ namespace detail {
 inline void add_after(After& a, ::cuda::stream_ref s) { a.streams.push_back(s.get()); }
 inline void add_after(After& a, cudaEvent_t e) { a.events.push_back(e); }
 inline void add_after(After& a, const RunTicket& t) { a.tickets.push_back(t); }
+template <class R>
+void add_after(After& a, const ResultTicket<R, RunTicket>& t) {
+  a.tickets.push_back(t.ticket());
+}
 inline void add_after(After& a, const After& b) {
   a.streams.insert(a.streams.end(), b.streams.begin(), b.streams.end());
   a.events.insert(a.events.end(), b.events.begin(), b.events.end());
@@ -466,9 +471,10 @@ inline void add_after(After& a, const After& b) {
 ///   pipe.run_async(b, c, chunkpipe::after(ticket_that_wrote_b));
 /// Takes any mix of streams (::cuda::stream_ref or cudaStream_t: the work
 /// queued on them when the run is started), events (cudaEvent_t: their
-/// latest record then) and RunTickets (those runs complete; only runs that
-/// end on the device, see RunTicket::enqueue_wait). A run ordered after a
-/// ticket may overlap that run's ranges.
+/// latest record then) and RunTickets or the ResultTickets of folding and
+/// counting runs (those runs complete; only runs that end on the device,
+/// see RunTicket::enqueue_wait). A run ordered after a ticket may overlap
+/// that run's ranges.
 template <class... T>
 After after(const T&... what) {
   After a;

@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,12 +48,27 @@ namespace detail {
 /// spread that has not ended would wait for itself.
 inline thread_local const void* spread_of_this_thread = nullptr;
 
+/// The end of a spread run, whatever it gives: what a run ordered after
+/// it (SpreadAfter) waits for.
+class SpreadRunEnd {
+ public:
+  virtual ~SpreadRunEnd() = default;
+  /// Blocks until the run ended, done or failed. Never throws, and never
+  /// refuses: a run thread waits here only for runs queued before its own.
+  virtual void wait_ended() const noexcept = 0;
+};
+
 /// What a queued spread run came to, shared by its tickets and the
 /// spread's run thread. Thread-safe.
 template <class R>
-class SpreadRunState {
+class SpreadRunState final : public SpreadRunEnd {
  public:
   explicit SpreadRunState(const void* owner) : owner_(owner) {}
+
+  void wait_ended() const noexcept override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return done_; });
+  }
 
   void succeed(R value, SpreadSummary summary, std::optional<Report> report) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -167,5 +183,45 @@ class SpreadTicket {
   }
   std::shared_ptr<detail::SpreadRunState<R>> state_;
 };
+
+/// Spread runs a spread run starts after: `spread.run_async(x, y,
+/// chunkpipe::after(ticket))`, from after(...) of SpreadTickets (of any
+/// spread, this one's included). The run starts once each of them ended,
+/// done or failed (their errors stay with their tickets, as for one
+/// pipeline's after()); the caller never waits.
+struct SpreadAfter {
+  /// \cond CHUNKPIPE_INTERNAL
+  // The runs it starts after.
+  std::vector<std::shared_ptr<const detail::SpreadRunEnd>> runs;
+  /// \endcond
+};
+
+namespace detail {
+template <class T>
+struct is_spread_ticket : std::false_type {};
+template <class R>
+struct is_spread_ticket<SpreadTicket<R>> : std::true_type {};
+}  // namespace detail
+
+/// Orders a spread run after spread runs, without blocking the caller:
+///   auto a = first.run_async(x, y);
+///   auto b = second.run_async(y, z, chunkpipe::after(a));   // reads what a writes
+/// Takes SpreadTickets only; a spread run may take the member backend's
+/// after(...) too, as another argument: run_async(y, z, after(a),
+/// after(stream)). A ticket of no run adds nothing. Never blocks or throws
+/// (but std::bad_alloc).
+template <class R, class... More>
+SpreadAfter after(const SpreadTicket<R>& first, const More&... more) {
+  static_assert((detail::is_spread_ticket<More>::value && ...),
+                "chunkpipe: after(spread_ticket, ...) takes SpreadTickets only; give a spread run the other "
+                "work it starts after as a second order: run_async(in, out, after(spread_ticket), after(stream))");
+  SpreadAfter a;
+  auto add = [&a](const auto& t) {
+    if (t.state()) a.runs.push_back(t.state());
+  };
+  add(first);
+  (add(more), ...);
+  return a;
+}
 
 }  // namespace chunkpipe

@@ -96,6 +96,24 @@ struct Labeller {
   }
 };
 
+// Holds a stream for about `cycles` clock ticks: work a run ordered after
+// that stream must not overtake.
+__global__ void spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
+
+// Keeps every element: a counting run whose output is its input.
+struct All {
+  CHUNKPIPE_HOST_DEVICE bool operator()(float) const { return true; }
+};
+
+__global__ void fill_values(float* out, std::size_t n) {
+  const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+  if (i < n) out[i] = static_cast<float>((i * 2654435761u) % 8191) / 8191.0f - 0.5f;  // value_at(i)
+}
+
 }  // namespace
 
 TEST_CASE("a ChunkFn spread over the same GPU twice sees the run's chunk numbers and offsets", "[gpu][spread]") {
@@ -543,4 +561,76 @@ TEST_CASE("a spread pipeline refuses devices that do not exist", "[gpu][spread][
   Options o = spread_options(current_device());
   o.devices = {0, count};
   CHECK(contains(thrown_by([&] { SpreadPipeline<Map<Chain>> s(o, Map<Chain>{Chain{}}); }), "does not exist"));
+}
+
+TEST_CASE("a spread run ordered after a stream, an event or a pipeline's run reads what they wrote",
+          "[gpu][spread][after]") {
+  const int dev = current_device();
+  const Chain f{16};
+  SpreadPipeline<Map<Chain>> spread(spread_options(dev), Map<Chain>{f});
+  const std::size_t n = 6 * spread.piece_elems() + 999;
+  PinnedArray<float> in(n), want(n), out(n);
+  for (std::size_t i = 0; i < n; ++i) in.data()[i] = value_at(i);
+  Options plain = spread_options(dev);
+  plain.devices.clear();
+  ChunkedPipeline<Map<Chain>> one(plain, Map<Chain>{f});
+  one.run(in, want);
+  DeviceBuffer d(n * sizeof(float));
+  float* made = reinterpret_cast<float*>(d.data());
+  Stream user = Stream::create();
+  const unsigned blocks = static_cast<unsigned>((n + 255) / 256);
+  // The input is made on the GPU behind 100 ms or so of other work, then
+  // copied into the spread's input: the spread must not start before.
+  auto make_input = [&] {
+    poison(in);
+    poison(out);
+    spin<<<1, 1, 0, user.get()>>>(200'000'000LL);
+    fill_values<<<blocks, 256, 0, user.get()>>>(made, n);
+    REQUIRE(cudaMemcpyAsync(in.data(), made, n * sizeof(float), cudaMemcpyDeviceToHost, user.get()) == cudaSuccess);
+  };
+
+  SECTION("after(stream)") {
+    make_input();
+    auto t = spread.run_async(in, out, after(user.get()));
+    CHECK(cudaStreamQuery(user.get()) == cudaErrorNotReady);  // the caller was not held
+    CHECK(t.get().elems == n);
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  }
+  SECTION("after(event)") {
+    make_input();
+    Event e = Event::create();
+    REQUIRE(cudaEventRecord(e.get(), user.get()) == cudaSuccess);
+    auto t = spread.run_async(in, out, after(e.get()));
+    t.wait();
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  }
+  SECTION("after(ticket) of one pipeline's run, then of a spread run") {
+    PinnedArray<float> mid(n), last(n);
+    poison(mid);
+    poison(last);
+    make_input();
+    RunTicket first = one.run_async(in, mid, after(user.get()));  // mid = f(in)
+    auto second = spread.run_async(mid, out, after(first));      // out = f(f(in))
+    auto third = spread.run_async(out, last, after(second));     // last = f(f(f(in)))
+    third.wait();
+    REQUIRE(std::memcmp(mid.data(), want.data(), n * sizeof(float)) == 0);
+    PinnedArray<float> want3(n);
+    poison(want3);
+    one.run(want, out);
+    one.run(out, want3);
+    REQUIRE(std::memcmp(last.data(), want3.data(), n * sizeof(float)) == 0);
+  }
+  SECTION("after(ticket) of a counting run's ResultTicket") {
+    // A Filter that keeps everything, so what it packs is its input.
+    ChunkedPipeline<Filter<All>> keep(plain, filter(All{}));
+    PinnedArray<float> mid(n);
+    poison(mid);
+    make_input();
+    ResultTicket<std::size_t, RunTicket> kept = keep.run_async(in, mid, after(user.get()));
+    auto t = spread.run_async(mid, out, after(kept));
+    t.wait();
+    REQUIRE(kept.get() == n);
+    REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
+  }
+  REQUIRE(cudaStreamSynchronize(user.get()) == cudaSuccess);
 }

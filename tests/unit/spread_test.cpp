@@ -625,17 +625,30 @@ struct OddOnes {
 
 }  // namespace
 
+// The spread Filter tests' reference: one pipeline's Filter over `x`, what
+// it wrote into poisoned outputs of x's length, and its count.
+struct OneFilter {
+  static constexpr float keep_above = 1.4f;
+  explicit OneFilter(const std::vector<float>& x)
+      : one(spread_options({}), Map<Stalling>{Stalling{&calls}}, Filter<Above>{Above{keep_above}}),
+        want(x.size(), poison_value),
+        count(one.run(x, want)) {}
+  std::atomic<int> calls{0};
+  HostPipeline<Map<Stalling>, Filter<Above>> one;
+  std::vector<float> want;
+  std::size_t count;
+};
+
 TEST_CASE("a spread Filter packs what one pipeline packs, into ranges or a Sink, from ranges or a Source",
           "[spread][counted]") {
-  constexpr float keep_above = 1.4f;
+  constexpr float keep_above = OneFilter::keep_above;
   const std::size_t n = 25 * piece_elems + 321;
   const std::vector<float> x = values(n);
-  using One = HostPipeline<Map<Stalling>, Filter<Above>>;
   using Spread = HostSpreadPipeline<Map<Stalling>, Filter<Above>>;
-  std::atomic<int> one_calls{0};
-  One one(spread_options({}), Map<Stalling>{Stalling{&one_calls}}, Filter<Above>{Above{keep_above}});
-  std::vector<float> want(n, poison_value);
-  const std::size_t count = one.run(x, want);
+  OneFilter ref(x);
+  auto& one = ref.one;
+  const std::vector<float>& want = ref.want;
+  const std::size_t count = ref.count;
   std::size_t kept = 0;  // the host's own count, as a reference
   for (float v : x) kept += std::fma(v, 2.0f, 1.0f) > keep_above;
   REQUIRE(count == kept);
@@ -700,15 +713,14 @@ TEST_CASE("a spread Filter packs what one pipeline packs, into ranges or a Sink,
 
 TEST_CASE("a spread Filter into pinned ranges packs pieces in place once the pieces before them are counted",
           "[spread][counted]") {
-  constexpr float keep_above = 1.4f;
+  constexpr float keep_above = OneFilter::keep_above;
   const std::size_t n = 25 * piece_elems + 321;
   const std::vector<float> x = values(n);
-  using One = HostPipeline<Map<Stalling>, Filter<Above>>;
   using Spread = HostSpreadPipeline<Map<Stalling>, Filter<Above>>;
-  std::atomic<int> one_calls{0};
-  One one(spread_options({}), Map<Stalling>{Stalling{&one_calls}}, Filter<Above>{Above{keep_above}});
-  std::vector<float> want(n, poison_value);
-  const std::size_t count = one.run(x, want);
+  OneFilter ref(x);
+  auto& one = ref.one;
+  const std::vector<float>& want = ref.want;
+  const std::size_t count = ref.count;
   REQUIRE(count > n / 5);
   auto pinned = [](std::vector<float>& v, std::size_t size) { return host_span(v.data(), size, Memory::pinned); };
 
@@ -1299,4 +1311,134 @@ TEST_CASE("piece counts give a piece its offset once every piece before it is co
   counts.counted(7, 5);
   CHECK(counts.base_of(8) == 55);
   CHECK(counts.base_of(9) == PackedPlace::unknown);
+}
+
+TEST_CASE("a spread run ordered after(...) starts once what it is after ended, and the caller never waits",
+          "[spread][after]") {
+  const std::size_t n = 9 * piece_elems + 77;
+  std::vector<float> x = values(n);
+  // Every stage here is an fma, so each expected value is a closed form.
+  auto first = [](float v) { return std::fma(v, 2.0f, 1.0f); };  // Stalling's
+  const Fma second{0.5f, -3.0f};
+  using Slow = HostSpreadPipeline<Map<Stalling>>;
+
+  SECTION("after a run of another spread: it reads what that run writes") {
+    // The ranges outlive the spreads, whose destructors wait for their runs.
+    std::vector<float> y(n, poison_value), z(n, poison_value);
+    std::atomic<int> calls{0};
+    Slow a(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 150}});
+    Spread1 b(spread_options({0, 1, 2}), Map<Fma>{second});
+    SpreadTicket<SpreadSummary> ta = a.run_async(x, y);
+    SpreadTicket<SpreadSummary> tb = b.run_async(y, z, after(ta));
+    CHECK_FALSE(ta.ready());  // the caller was not held: a still stalls
+    CHECK(tb.get().elems == n);
+    CHECK(ta.ready());
+    for (std::size_t i = 0; i < n; ++i) {
+      if (z[i] != second(first(x[i]))) FAIL_CHECK("element " << i << ": " << z[i]);
+    }
+    // A ticket of no run orders nothing.
+    std::fill(z.begin(), z.end(), poison_value);
+    CHECK(b.run_async(y, z, after(SpreadTicket<SpreadSummary>{})).get().elems == n);
+    CHECK(z[n - 1] == second(first(x[n - 1])));
+  }
+
+  SECTION("after a host pipeline's run, whose ops run only once it is waited for, and a spread run at once") {
+    std::vector<float> y1(n, poison_value), y2(n, poison_value), z(n, poison_value);
+    HostPipeline<Map<Fma>> one(spread_options({}), Map<Fma>{second});
+    std::atomic<int> calls{0};
+    Slow a(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 50}});
+    HostSpreadPipeline<Map<Saxpy>> c(spread_options({0, 1}), Map<Saxpy>{Saxpy{3.0f}});
+    HostTicket t1 = one.run_async(x, y1);  // nothing runs until someone waits
+    auto t2 = a.run_async(x, y2);
+    auto tc = c.run_async(inputs(y1, y2), z, after(t1), after(t2));
+    CHECK(tc.get().elems == n);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (z[i] != 3.0f * second(x[i]) + first(x[i])) FAIL_CHECK("element " << i << ": " << z[i]);
+    }
+  }
+
+  SECTION("after a run that failed: it still runs, and each ticket keeps its own outcome") {
+    x[5 * piece_elems + 3] = -1.0f;  // Stalling's bad value
+    std::vector<float> y(n, poison_value), z(n, poison_value);
+    std::atomic<int> calls{0};
+    Slow a(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 50, -1.0f}});
+    Spread1 b(spread_options({0}), Map<Fma>{second});
+    auto ta = a.run_async(x, y);
+    auto tb = b.run_async(x, z, after(ta));
+    CHECK(tb.get().elems == n);
+    CHECK(ta.ready());
+    CHECK(contains(thrown_by([&] { ta.wait(); }), "stage failed on purpose"));
+    CHECK(z[0] == second(x[0]));
+  }
+
+  SECTION("a folding run after a run that writes its input") {
+    std::vector<float> y(n, poison_value);
+    std::atomic<int> calls{0};
+    Slow a(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 100}});
+    const auto stage = reduce(0.5f, Plus{}, 250);
+    for (std::size_t i = 0; i < n; ++i) y[i] = first(x[i]);
+    const float want = HostPipeline<Reduce<float, Plus>>(spread_options({}), stage).run(y);
+    std::fill(y.begin(), y.end(), poison_value);
+    HostSpreadPipeline<Reduce<float, Plus>> sum(spread_options({0, 1}), stage);
+    auto ta = a.run_async(x, y);
+    auto ts = sum.run_async(y, after(ta));
+    const float got = ts.get();
+    CHECK(std::memcmp(&got, &want, sizeof(float)) == 0);
+  }
+}
+
+TEST_CASE("a spread's queue starts its jobs in order, each after what it waits for, and retires them in order",
+          "[spread][queue]") {
+  using detail::SpreadQueue;
+  std::mutex m;
+  std::vector<int> started;
+  struct Step final : SpreadQueue::Job {
+    Step(int id, bool done, std::mutex* m, std::vector<int>* log) : id(id), done(done), m(m), log(log) {}
+    bool run() noexcept override {
+      std::lock_guard<std::mutex> lock(*m);
+      log->push_back(id);
+      return done;
+    }
+    int id;
+    bool done;
+    std::mutex* m;
+    std::vector<int>* log;
+  };
+  int dummy_owner = 0;
+  std::atomic<int> starts{0};
+  SpreadQueue queue([&](SpreadQueue::Job& job) { ++starts; return job.run(); }, &dummy_owner);
+  std::size_t places[4] = {};
+  std::atomic<bool> gate{false};
+  auto first = std::make_unique<Step>(1, true, &m, &started);
+  queue.push(std::move(first), &places[0]);
+  // The second waits for the gate, which opens later: the third and
+  // fourth wait behind it.
+  auto second = std::make_unique<Step>(2, false, &m, &started);  // continues: retired by hand
+  second->after.push_back([&] {
+    while (!gate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  queue.push(std::move(second), &places[1]);
+  queue.push(std::make_unique<Step>(3, true, &m, &started), &places[2]);
+  queue.push(std::make_unique<Step>(4, true, &m, &started), &places[3]);
+  CHECK(places[0] == 1);
+  CHECK(places[3] == 4);
+  queue.wait_retired(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    std::lock_guard<std::mutex> lock(m);
+    CHECK(started == std::vector<int>{1});  // 2 holds the rest back until its gate opens
+  }
+  gate = true;
+  for (;;) {  // the second starts, and continues
+    {
+      std::lock_guard<std::mutex> lock(m);
+      if (started.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  queue.retire();  // it completes elsewhere, as a flowing run does
+  queue.wait_retired(4);
+  queue.close();
+  CHECK(started == std::vector<int>{1, 2, 3, 4});
+  CHECK(starts == 4);
 }

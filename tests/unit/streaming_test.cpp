@@ -437,3 +437,34 @@ TEST_CASE("a run continues another only where every range picks up exactly where
     e.out[0].consume = [](std::size_t, std::size_t, const void*, std::size_t) {};
   }));
 }
+
+namespace {
+struct KeepPositive {
+  CHUNKPIPE_HOST_DEVICE bool operator()(float x) const { return x > 0.0f; }
+};
+}  // namespace
+
+TEST_CASE("after(...) takes the ticket of a counting or folding run as it is, and report() is on it too",
+          "[streaming][host]") {
+  Options o;
+  o.chunk_elems = 16;
+  o.profile = true;
+  HostPipeline<Filter<KeepPositive>> keep(o, filter(KeepPositive{}));
+  std::vector<float> a(200), b(200, -1.0f), c(200, -1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = (i % 3 == 0 ? -1.0f : 1.0f) * static_cast<float>(i + 1);
+  ResultTicket<std::size_t, HostTicket> t1 = keep.run_async(a, b);
+  // The second reads what the first writes: refused unless ordered after it.
+  ResultTicket<std::size_t, HostTicket> t2 = keep.run_async(b, c, after(t1));
+  CHECK(t2.get() == t1.get());  // nothing negative was kept
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] > 0.0f) CHECK(c[k++] == a[i]);
+  }
+  CHECK(k == t1.get());
+  CHECK(c[k] == -1.0f);  // nothing past what was kept
+  CHECK(t2.report().elems == a.size());  // the first run's output holds a.size() elements
+  CHECK_FALSE(t2.report().ops.empty());
+  // Mixed with a plain ticket, first or not.
+  HostTicket t3 = keep.run_async(c, b, after(t2, t1)).ticket();
+  t3.wait();
+}

@@ -38,6 +38,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -135,6 +136,37 @@ class CudaRunner {
     RunTicket t = start_impl(::chunkpipe::detail::as_inputs(std::forward<In>(in)),
                              ::chunkpipe::detail::as_outputs(std::forward<Out>(out)), order, nullptr, packed, label);
     return ResultTicket<std::size_t, RunTicket>(std::move(t), std::make_shared<WrittenCount<Packed>>(std::move(packed)));
+  }
+
+  /// What `order` names, taken now, as a wait for another thread (a spread
+  /// run ordered after it: RunAccess::hold): the call blocks until the work
+  /// queued on each stream so far and each event's latest record are done
+  /// on the device, and each run ended; it never throws (their errors stay
+  /// with them). Empty where `order` names nothing. Throws no_device_error
+  /// for streams or events without a device, cuda_error where an event
+  /// cannot be recorded.
+  std::function<void()> hold(const After& order) {
+    if (order.streams.empty() && order.events.empty() && order.tickets.empty()) return {};
+    for (const RunTicket& t : order.tickets) {
+      if (t.state()) t.state()->issue_if_held();  // else it would wait for a run nothing issues
+    }
+    auto gates = std::make_shared<std::vector<Event>>();
+    if (!order.streams.empty() || !order.events.empty()) {
+      if (device_ < 0) throw no_device_error(no_device_);
+      std::lock_guard<std::mutex> lock(submit_mutex_);
+      DeviceGuard guard(device_);
+      *gates = take_gates(order);
+    }
+    return [gates, pool = pool_, tickets = order.tickets]() mutable {
+      for (const Event& e : *gates) (void)cudaEventSynchronize(e.get());  // an error is the work's own
+      pool->put(*gates);
+      for (RunTicket& t : tickets) {
+        try {
+          t.wait();
+        } catch (...) {  // the ticket keeps it
+        }
+      }
+    };
   }
 
   /// The next profiled run records a fresh zero for Report::clock_ms.
@@ -344,20 +376,7 @@ class CudaRunner {
     for (const RunTicket& t : order.tickets) {
       if (t.state()) run->after_runs.push_back(t.state());
     }
-    for (cudaStream_t s : order.streams) {
-      Event e = pool_->get();
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
-      run->gates.push_back(std::move(e));
-    }
-    for (cudaEvent_t user : order.events) {
-      // The event's latest record, taken now: a stream of ours waits for
-      // it and records one of ours.
-      if (!gate_) gate_ = Stream::create();
-      Event e = pool_->get();
-      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate_.get(), user, 0));
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate_.get()));
-      run->gates.push_back(std::move(e));
-    }
+    run->gates = take_gates(order);
     if (run->profile) {
       Report& r = run->report;
       const Geometry& g = front_.geometry();
@@ -455,6 +474,27 @@ class CudaRunner {
     worker_.stop();
     if (device_ < 0) return;  // no device: nothing was ever issued
     issuer_.quiesce();
+  }
+
+  // What `order`'s streams and events hold now: an event of ours each,
+  // recorded on the stream, or after the user's event's latest record (a
+  // stream of ours waits for it and records one of ours). With
+  // submit_mutex_ held and the device current.
+  std::vector<Event> take_gates(const After& order) {
+    std::vector<Event> gates;
+    for (cudaStream_t s : order.streams) {
+      Event e = pool_->get();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
+      gates.push_back(std::move(e));
+    }
+    for (cudaEvent_t user : order.events) {
+      if (!gate_) gate_ = Stream::create();
+      Event e = pool_->get();
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate_.get(), user, 0));
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate_.get()));
+      gates.push_back(std::move(e));
+    }
+    return gates;
   }
 
   PipelineFront<Stages...> front_;

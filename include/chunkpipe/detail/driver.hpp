@@ -34,6 +34,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -87,6 +88,14 @@ struct RunAccess {
   template <class Pipeline>
   static void restart_profile_clock(Pipeline& p) {
     p.restart_profile_clock();
+  }
+  /// What `order` (the pipeline backend's after(...)) names, taken now, as
+  /// a wait for another thread: the call blocks until that work ended,
+  /// done or failed, and never throws. Empty where it names nothing.
+  /// Throws what taking it throws (a CUDA error recording an event).
+  template <class Pipeline, class Order>
+  static std::function<void()> hold(Pipeline& p, const Order& order) {
+    return p.hold_order(order);
   }
 };
 

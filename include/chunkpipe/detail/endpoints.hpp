@@ -37,10 +37,9 @@ struct PackedPlace {
   std::vector<std::byte*> data;  ///< the longer run's outputs, one per output
   std::size_t capacity = 0;      ///< elements the shortest of them holds
   std::size_t chunks = 0;        ///< the piece's chunks
-  /// Called after the piece's last chunk packed: what it emitted in all,
-  /// and whether it went straight to `data` (then its own ranges hold
-  /// nothing). Must not throw.
-  std::function<void(std::size_t emitted, bool in_place)> done;
+  /// Called after the piece's last chunk packed, with what it emitted in
+  /// all. Must not throw.
+  std::function<void(std::size_t emitted)> done;
 };
 
 /// Where a run whose last stage emits a count has got to: written by its

@@ -147,7 +147,7 @@ void run_packed_out(const Op& op, const Step& step, const SlotMemory& mem, const
     }
   }
   if (room != 0) p.written = at + room;
-  if (place && ++p.chunks == place->chunks) place->done(p.emitted, in_place);
+  if (place && ++p.chunks == place->chunks) place->done(p.emitted);
 }
 
 /// Runs a host op of the run's chunk `run_chunk` (elements [offset, offset +

@@ -47,7 +47,9 @@
 // with the run's chunk numbers and packed offsets. The deliverer's copy
 // is the one extra host pass over what such pieces kept.
 // Runs, blocking or queued (run_async), start in the order they were
-// started, on one thread of the spread's (started by the first). A run of
+// started, on one thread of the spread's (started by the first), which
+// first waits for what a run was ordered after (after(...), taken when it
+// was queued: chunkpipe::Spread::run_async). A run of
 // ranges in and ranges out flows: it takes pieces while the runs before it
 // still have pieces in flight, each member's room shared by all of them
 // (detail/spread_flow.hpp), unless its ranges meet an unfinished run's
@@ -66,10 +68,12 @@
 #include <chunkpipe/spread_ticket.hpp>
 #include <chunkpipe/detail/driver.hpp>  // RunLabel, RunAccess
 #include <chunkpipe/detail/front.hpp>
-#include <chunkpipe/detail/copy_team.hpp>
+#include <chunkpipe/detail/last_spread_run.hpp>
 #include <chunkpipe/detail/piece_book.hpp>
 #include <chunkpipe/detail/piece_counts.hpp>
+#include <chunkpipe/detail/piece_pools.hpp>
 #include <chunkpipe/detail/spread_flow.hpp>
+#include <chunkpipe/detail/spread_queue.hpp>
 #include <chunkpipe/detail/spread_report.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
@@ -122,13 +126,24 @@ struct is_chunk_fn : std::false_type {};
 template <class F, class... X>
 struct is_chunk_fn<ChunkFn<F, X...>> : std::true_type {};
 
-/// Spread<Member, Buffer>: see the top of this file. Member is a pipeline
-/// type (ChunkedPipeline<S...> or HostPipeline<S...>) of Map, ChunkFn and
-/// record stages (a ChunkFn sees the spread run's chunk numbers and
-/// offsets, as with one pipeline); Buffer<T> is a piece buffer: constructible from an element
-/// count and the pinned MemoryResource (Options::pinned_memory, may be
-/// null), with data() and a static Memory `memory` saying how it is held
-/// (pinned memory for a GPU member).
+/// What a spread needs of its members' kind, specialised next to each
+/// member pipeline (ChunkedPipeline: chunked_pipeline.cuh; HostPipeline:
+/// host_backend.hpp):
+///   template <class T> using piece_buffer = ...;  // SpreadEngine's Buffer
+///   using order = ...;  // what that backend's after(...) gives
+/// and RunAccess::hold(member, order) takes such an order when a run is
+/// queued, as a wait for the spread's thread.
+template <class Member>
+struct spread_member;
+
+/// SpreadEngine<Member, Buffer>: see the top of this file; chunkpipe::Spread
+/// (spread.hpp) is its public face. Member is a pipeline type
+/// (ChunkedPipeline<S...> or HostPipeline<S...>) of Map, ChunkFn, record,
+/// Filter or Emit stages (a ChunkFn sees the spread run's chunk numbers and
+/// offsets, as with one pipeline); Buffer<T> is a piece buffer:
+/// constructible from an element count and the pinned MemoryResource
+/// (Options::pinned_memory, may be null), with data() and a static Memory
+/// `memory` saying how it is held (pinned memory for a GPU member).
 template <class M>
 struct member_front;
 template <template <class...> class P, class... S>
@@ -151,7 +166,7 @@ struct folding_maker<Stage, true> {
 };
 
 template <class Member, template <class> class Buffer>
-class Spread {
+class SpreadEngine {
   static_assert(member_front<Member>::spreadable,
                 "chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), "
                 "Filter and Emit; not yet a Scan, whose carry would pass from member to member");
@@ -171,15 +186,13 @@ class Spread {
   /// short enough that the last pieces balance the members.
   static constexpr std::size_t piece_units = 8;
 
-  /// One member per entry of options.devices (at least one; an entry may
-  /// repeat: each gets its own slots, streams and host threads), each built
-  /// with that entry as its device and copies of `stages`. Throws
-  /// config_error for bad options, an empty device list, Options::device
-  /// set (the list names the devices), Staging::registered (each member
-  /// would register its own pieces, whose edge pages their neighbours
-  /// share), and what a member's constructor throws.
+  // What each call does, blocks on and throws is said once, on the public
+  // face (chunkpipe::Spread, spread.hpp), which holds one of these.
   template <class... S>
-  explicit Spread(const Options& options, const S&... stages) : options_(options) {
+  explicit SpreadEngine(const Options& options, const S&... stages)
+      : options_(options),
+        pools_(options.pinned_memory, options.host_threads > 0 ? options.host_threads : default_host_threads()),
+        queue_([this](SpreadQueue::Job& job) { return start(job); }, this) {
     static_assert(sizeof...(S) == Front::stage_count, "chunkpipe: a spread pipeline takes one argument per stage");
     validate_options(options);
     if (options.devices.empty()) {
@@ -208,75 +221,33 @@ class Spread {
     }
   }
 
-  /// The member pipelines, one per Options::devices entry.
   std::size_t members() const noexcept { return members_.size(); }
   Member& member(std::size_t i) { return *members_.at(i); }
   const Options& options() const noexcept { return options_; }
-  /// Elements in a piece: piece_units of the members' unit.
   std::size_t piece_elems() const { return piece_units * members_.front()->geometry().chunk_elems; }
 
-  /// Waits for every run queued (run_async) to complete, then lets go of
-  /// the members. Blocks. Not to be called from inside one of its runs
-  /// (a Source, Sink or finish()), which it would wait for.
-  ~Spread() {
-    {
-      std::lock_guard<std::mutex> lock(queue_mutex_);
-      closing_ = true;
-    }
-    queue_cv_.notify_all();
-    if (runner_.joinable()) runner_.join();
+  // Waits for every run queued to complete, then lets go of the members.
+  ~SpreadEngine() {
+    queue_.close();          // every queued run started
     open_runs_.wait_idle();  // the last flowing runs complete while the spread is whole
     handout_.reset();        // then the threads go, before anything they use
     lanes_.reset();
   }
-  Spread(const Spread&) = delete;
-  Spread& operator=(const Spread&) = delete;
+  SpreadEngine(const SpreadEngine&) = delete;
+  SpreadEngine& operator=(const SpreadEngine&) = delete;
 
-  /// Runs `in` (ranges, inputs(...) or a Source) through the stages into
-  /// `out` (ranges, outputs(...) or a Sink), spread over the members, and
-  /// returns when every piece is done (a Sink's finish() called). Outputs
-  /// land in place; a Source is read and a Sink fed in chunk order, as by
-  /// one pipeline; the chunk numbers and offsets they see are the run's,
-  /// as are those a ChunkFn's context gives (and its counts).
-  /// Blocks; throws config_error for bad ranges (overlaps included) before
-  /// doing anything, pipeline_error for a Source that produced more than
-  /// the outputs hold, and the first error of any member (the others stop
-  /// taking pieces; what they had in flight is waited for; a Sink is
-  /// abort()ed, finish() throwing included). Safe to call from several
-  /// threads: runs take turns, in the order they were started, after the
-  /// runs run_async() queued before; it behaves as run_async(in, out).get().
-  /// From inside a run of the same spread (its Source, Sink or finish()) it
-  /// throws pipeline_error: it would wait for that run to end.
-  ///
-  /// A PerChunk pipeline's outputs are its records, one per chunk, as with
-  /// one pipeline. A folding pipeline (Reduce, Accumulate) takes run(in).
-  template <class In, class Out, bool F = folds_ || counted_, std::enable_if_t<!F, int> = 0>
-  SpreadSummary run(In&& in, Out&& out) {
+  // run(in, out): the summary, or a Filter's or Emit's count.
+  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  RunResult run(In&& in, Out&& out) {
     refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out)));
+    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out), {}));
   }
 
-  /// Queues the same run and returns its ticket at once: get() blocks until
-  /// it is complete and returns its SpreadSummary. Queued runs start in the
-  /// order they were queued, on a thread of the spread's (the members' own
-  /// threads take the pieces as for run()), so the caller is free while
-  /// they run, and complete in that order. A run of ranges in and ranges
-  /// out continues the runs before it: its pieces start while theirs are
-  /// still in flight, unless its ranges meet theirs where either writes,
-  /// in which case it waits for them (so a run may read what a run queued
-  /// before it writes; a conflicting run waits for every run still open).
-  /// Runs with a Source, a Sink, a Filter or an Emit (and a Reduce's or an
-  /// Accumulate's run(in)), and profiled runs, start once the runs before
-  /// them are complete.
-  /// The ranges, and what a Source or Sink refers to, must stay alive and
-  /// untouched until the run is complete. A Sink's finish() (or abort()) is
-  /// called on the spread's thread as the run ends, before its ticket is
-  /// ready. Throws config_error for bad ranges (overlaps within the run)
-  /// before anything is queued; the run's own errors reach its ticket, and
-  /// the runs after it still run. Safe to call from several threads.
-  /// For a Filter or Emit, get() says how many elements the run wrote.
+  // A run queued behind the runs before it; `after`: what it waits for
+  // first, on the run thread (each call blocks until that work ended,
+  // and never throws).
   template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
-  [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out) {
+  [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out, std::vector<std::function<void()>> after) {
     auto ins = as_inputs(std::forward<In>(in));
     auto outs = as_outputs(std::forward<Out>(out));
     // A counted run's outputs may have any length (run_packed_out).
@@ -288,107 +259,62 @@ class Spread {
       // run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
-        return enqueue(state, std::make_unique<FlowJob<decltype(ins), decltype(outs)>>(
-                                  *this, state, std::move(ins), std::move(outs), n, std::move(ranges)));
+        return enqueue(state,
+                       std::make_unique<FlowJob<decltype(ins), decltype(outs)>>(
+                           *this, state, std::move(ins), std::move(outs), n, std::move(ranges)),
+                       std::move(after));
       }
     }
-    return enqueue<RunResult>([this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
-      Outcome o = run_sides(std::move(ins), std::move(outs), n);
-      RunResult value{};
-      if constexpr (counted_) {
-        value = o.summary.written;
-      } else {
-        value = o.summary;
-      }
-      return std::make_pair(std::move(value), std::move(o));
-    });
+    return enqueue<RunResult>(
+        [this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
+          Outcome o = run_sides(std::move(ins), std::move(outs), n);
+          RunResult value{};
+          if constexpr (counted_) {
+            value = o.summary.written;
+          } else {
+            value = o.summary;
+          }
+          return std::make_pair(std::move(value), std::move(o));
+        },
+        std::move(after));
   }
 
-  /// For a pipeline whose last stage emits a count (Filter, Emit): runs
-  /// `in` (ranges or a Source) into `out` (ranges or a Sink) spread over
-  /// the members and returns how many elements it wrote. What lands, and
-  /// where, is what one pipeline with these options writes: the outputs
-  /// packed in chunk order (a Sink gets each chunk that emitted anything,
-  /// with the run's chunk number and packed offset); an output range too
-  /// short gets what fits, and the run then throws pipeline_error saying
-  /// how much was emitted. Each piece packs into a piece buffer of the
-  /// spread's, and the pieces are copied into the ranges in order on a
-  /// member's thread as they come done. last_summary() says how the pieces
-  /// went. Blocks; throws as run(in, out) of other stages does.
-  template <class In, class Out, bool C = counted_, std::enable_if_t<C, int> = 0>
-  std::size_t run(In&& in, Out&& out) {
-    refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out)));
-  }
-
-  /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
-  /// (ranges or a Source) spread over the members and returns the result,
-  /// to the same bits as one pipeline with these options (the same
-  /// records, folded in the same order: result.hpp). A run of known length
-  /// lands every piece's records in one pinned buffer the spread keeps and
-  /// folds them once all are done; a Source's run folds them in chunk
-  /// order as pieces are delivered. An empty run returns the Reduce's init
-  /// (the Accumulate's identity). last_summary() says how the pieces went.
-  /// Blocks; throws as run(in, out) does.
+  // run(in): a Reduce's or an Accumulate's result.
   template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
   auto run(In&& in) {
     refuse_reentry();
-    return blocking(run_async(std::forward<In>(in)));
+    return blocking(run_async(std::forward<In>(in), {}));
   }
 
-  /// Queues a folding run (as run_async(in, out) of other stages does);
-  /// get() on the ticket waits and returns the result.
   template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
-  [[nodiscard]] auto run_async(In&& in) {
+  [[nodiscard]] auto run_async(In&& in, std::vector<std::function<void()>> after) {
     using R = typename fold_traits<typename Front::last_stage>::result;
     auto ins = as_inputs(std::forward<In>(in));
     const std::size_t n = input_length(ins);
-    return enqueue<R>([this, ins = std::move(ins), n]() mutable {
+    return enqueue<R>(
+        [this, ins = std::move(ins), n]() mutable {
       const std::shared_ptr<Folding<R>> folding = make_folding_();
       const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
       auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
         // The spread's own buffer, kept from run to run: the records are
         // folded below, before the next run on this thread can reuse it.
-        void* at = pool_slot(pool_records_, 0, std::max<std::size_t>(bytes, 1));
+        void* at = pools_.records(std::max<std::size_t>(bytes, 1));
         return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
       });
       Outcome o = outs.ranges ? run_sides(std::move(ins), std::move(*outs.ranges), n)
                               : run_sides(std::move(ins), std::move(*outs.sink), n);
       R value = folding->result();
       return std::make_pair(std::move(value), std::move(o));
-    });
+    },
+        std::move(after));
   }
 
-  /// How the pieces of the latest run went (run(in, out) also returns it;
-  /// run(in) of a folding pipeline returns the result instead): empty while
-  /// a run is in progress and after one that failed. Thread-safe.
-  SpreadSummary last_summary() const {
-    std::lock_guard<std::mutex> lock(summary_mutex_);
-    return last_summary_;
-  }
+  SpreadSummary last_summary() const { return last_.summary(); }
 
-  /// With Options::profile (GPU members): the latest run's timeline, every
-  /// piece's ops on one time axis, one row set per member in its pictures
-  /// (Report::devices, TimedOp::device; spread_report says how the
-  /// members' clocks are lined up). Profiling moves the timing a little,
-  /// as for one pipeline: each profiled piece starts only once its member's
-  /// first stream has finished what the pieces before it queued there.
-  /// Thread-safe; throws
-  /// pipeline_error while a run is in progress, after one that failed, and
-  /// before the first. A call refused before anything was queued (bad
-  /// ranges) is no run: the latest run's report and summary stay.
   template <class M = Member, std::enable_if_t<has_report<M>::value, int> = 0>
-  Report report() const {
-    std::lock_guard<std::mutex> lock(summary_mutex_);
-    if (!last_report_) {
-      throw pipeline_error(options_.profile ? "chunkpipe: no report: the latest spread run failed, or none has run"
-                                            : "chunkpipe: no report: set Options::profile and run first");
-    }
-    return *last_report_;
-  }
+  Report report() const { return last_.report(options_.profile); }
 
-  /// The members' names in reports: "m0 (device 0)", one per
-  /// Options::devices entry.
+  // The members' names in reports: "m0 (device 0)".
   std::vector<std::string> member_names() const {
     std::vector<std::string> names;
     for (std::size_t m = 0; m < options_.devices.size(); ++m) {
@@ -404,25 +330,16 @@ class Spread {
     std::optional<Report> report;
   };
 
-  // A queued run, run by the spread's run thread: run() returns true when
-  // the run is complete (the run thread retires it), false when it was
-  // started and continues (its completion retires it: start_flow).
-  struct Job {
-    virtual ~Job() = default;
-    virtual bool run() noexcept = 0;
-    // Ranges of a run that may continue into the runs before it (ranges
-    // in, ranges out); null: the runs before it must be complete first.
-    const RunRanges* flows = nullptr;
-  };
+  using Job = SpreadQueue::Job;
   // A run that keeps to itself: its body runs it to the end (and returns
   // its result and Outcome) once every run before it is complete. Runs
   // with a Source, a Sink, a count or a fold, and profiled runs.
   template <class R, class Body>
   struct JobOf final : Job {
-    JobOf(Spread& s, std::shared_ptr<SpreadRunState<R>> st, Body b)
+    JobOf(SpreadEngine& s, std::shared_ptr<SpreadRunState<R>> st, Body b)
         : spread(s), state(std::move(st)), body(std::in_place, std::move(b)) {}
     bool run() noexcept override {
-      spread.forget_last(state->place);
+      spread.last_.started(state->place);
       std::optional<std::pair<R, Outcome>> done;
       std::exception_ptr error;
       try {
@@ -441,11 +358,11 @@ class Spread {
         state->fail(std::move(error));
         return true;
       }
-      spread.keep_last(state->place, done->second);
+      spread.last_.completed(state->place, done->second.summary, done->second.report);
       state->succeed(std::move(done->first), std::move(done->second.summary), std::move(done->second.report));
       return true;
     }
-    Spread& spread;
+    SpreadEngine& spread;
     std::shared_ptr<SpreadRunState<R>> state;
     std::optional<Body> body;  // may hold a move-only Source or Sink
   };
@@ -453,13 +370,13 @@ class Spread {
   // before it still have pieces in flight (start_flow).
   template <class InSide, class OutSide>
   struct FlowJob final : Job {
-    FlowJob(Spread& s, std::shared_ptr<SpreadRunState<RunResult>> st, InSide i, OutSide o, std::size_t n,
+    FlowJob(SpreadEngine& s, std::shared_ptr<SpreadRunState<RunResult>> st, InSide i, OutSide o, std::size_t n,
             RunRanges r)
         : spread(s), state(std::move(st)), ins(std::move(i)), outs(std::move(o)), n(n), ranges(std::move(r)) {
       this->flows = &ranges;
     }
     bool run() noexcept override {
-      spread.forget_last(state->place);
+      spread.last_.started(state->place);
       try {
         spread.start_flow(state, std::move(ins), std::move(outs), n, ranges);
         return false;
@@ -472,7 +389,7 @@ class Spread {
         return true;
       }
     }
-    Spread& spread;
+    SpreadEngine& spread;
     std::shared_ptr<SpreadRunState<RunResult>> state;
     InSide ins;
     OutSide outs;
@@ -484,18 +401,15 @@ class Spread {
   // queued before, starting the run thread with the first. Throws only
   // std::bad_alloc and std::system_error, with nothing queued.
   template <class R, class Body>
-  SpreadTicket<R> enqueue(Body body) {
+  SpreadTicket<R> enqueue(Body body, std::vector<std::function<void()>> after) {
     auto state = std::make_shared<SpreadRunState<R>>(this);
-    return enqueue(state, std::make_unique<JobOf<R, Body>>(*this, state, std::move(body)));
+    return enqueue(state, std::make_unique<JobOf<R, Body>>(*this, state, std::move(body)), std::move(after));
   }
   template <class R>
-  SpreadTicket<R> enqueue(std::shared_ptr<SpreadRunState<R>> state, std::unique_ptr<Job> job) {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    if (!runner_.joinable()) runner_ = std::thread([this] { serve_queue(); });
-    state->place = queued_ + 1;
-    queue_.push_back(std::move(job));
-    ++queued_;
-    queue_cv_.notify_one();
+  SpreadTicket<R> enqueue(std::shared_ptr<SpreadRunState<R>> state, std::unique_ptr<Job> job,
+                          std::vector<std::function<void()>> after) {
+    job->after = std::move(after);
+    queue_.push(std::move(job), &state->place);
     return SpreadTicket<R>(std::move(state));
   }
 
@@ -517,44 +431,20 @@ class Spread {
   // and a run thread freeing it would look like a race.
   template <class R>
   R blocking(SpreadTicket<R> ticket) {
-    {
-      std::unique_lock<std::mutex> lock(queue_mutex_);
-      retired_cv_.wait(lock, [&] { return retired_ >= ticket.state()->place; });
-    }
+    queue_.wait_retired(ticket.state()->place);
     return ticket.get();
   }
 
-  // The run thread: starts the queued runs in order until the spread
-  // closes with none left. A run that keeps to itself starts once every
-  // piece in flight finished (so the piece buffers, the folding records'
-  // pool and the members' schedules are its own); a flowing run starts at
-  // once unless its ranges meet an unfinished run's where either writes.
-  // The members' threads take the pieces (Handout) and their lanes finish
-  // them (MemberLanes), completing flowing runs (OpenRuns).
-  void serve_queue() {
-    spread_of_this_thread = this;
-    std::unique_lock<std::mutex> lock(queue_mutex_);
-    for (;;) {
-      queue_cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      std::unique_ptr<Job> job = std::move(queue_.front());
-      queue_.pop_front();
-      lock.unlock();
-      if (!may_flow(*job)) open_runs_.wait_idle();  // every run started before is complete
-      const bool complete = job->run();
-      job.reset();  // lets go of the run's Source and Sink before the next starts
-      if (complete) retire();
-      lock.lock();
-    }
-  }
-
-  // One more run is complete, in queue order (OpenRuns completes flowing
-  // runs in the order they started, and a run that keeps to itself starts
-  // after every one before it is complete).
-  void retire() {
-    std::lock_guard<std::mutex> lock(queue_mutex_);
-    ++retired_;
-    retired_cv_.notify_all();
+  // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
+  // run that keeps to itself starts once every piece in flight finished
+  // (so the piece buffers, the folding records' pool and the members'
+  // schedules are its own); a flowing run starts at once unless its ranges
+  // meet an unfinished run's where either writes. The members' threads
+  // take the pieces (Handout) and their lanes finish them (MemberLanes),
+  // completing flowing runs (OpenRuns).
+  bool start(Job& job) {
+    if (!may_flow(job)) open_runs_.wait_idle();  // every run started before is complete
+    return job.run();
   }
 
   // Whether `job` may start while the runs started before it are not
@@ -620,7 +510,7 @@ class Spread {
       std::exception_ptr e = r->book.take_error();
       if (!e) {
         try {
-          keep_last(state->place, Outcome{r->summary, std::nullopt});
+          last_.completed(state->place, r->summary, std::nullopt);
           state->succeed(r->summary, r->summary, std::nullopt);
         } catch (...) {
           e = std::current_exception();
@@ -629,24 +519,10 @@ class Spread {
       if (e) state->fail(std::move(e));
       r.reset();
       state.reset();
-      retire();
+      queue_.retire();
     };
   }
 
-  // A run starts: what the one before left is no longer the latest.
-  void forget_last(std::size_t place) {
-    std::lock_guard<std::mutex> lock(summary_mutex_);
-    latest_ = place;
-    last_summary_ = SpreadSummary{};
-    last_report_.reset();
-  }
-  // A run completed: it is the latest if no run started after it.
-  void keep_last(std::size_t place, const Outcome& o) {
-    std::lock_guard<std::mutex> lock(summary_mutex_);
-    if (place != latest_) return;
-    last_summary_ = o.summary;
-    last_report_ = o.report;
-  }
 
   // One run of `n` elements (unknown_length: a Source decides) over its
   // two sides, checked when it was queued (a folding run's outputs are the
@@ -734,30 +610,6 @@ class Spread {
   template <class InSide, class OutSide>
   struct Run;
 
-  // Pool slot `i` of at least `bytes`, made or grown now. Thread-safe.
-  using Slot = std::pair<std::size_t, std::unique_ptr<Buffer<unsigned char>>>;  // bytes, buffer
-  unsigned char* pool_slot(std::vector<Slot>& pool, std::size_t i, std::size_t bytes) {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    if (pool.size() <= i) pool.resize(i + 1);
-    Slot& s = pool[i];
-    if (s.first < bytes) {
-      s.second.reset();  // the old one first: pinned memory is scarce
-      s.second = std::make_unique<Buffer<unsigned char>>(bytes, options_.pinned_memory);
-      s.first = bytes;
-    }
-    return s.second->data();
-  }
-
-  // The threads a counted run's deliverer shares its copies with (one
-  // deliverer at a time: PieceBook), made by the first that needs them.
-  CopyTeam& delivery_team() {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    if (!delivery_team_) {
-      delivery_team_ = std::make_unique<CopyTeam>(options_.host_threads > 0 ? options_.host_threads
-                                                                             : default_host_threads());
-    }
-    return *delivery_team_;
-  }
 
   using FoldingMaker = typename folding_maker<typename Front::last_stage>::type;
 
@@ -769,23 +621,11 @@ class Spread {
   std::deque<std::pair<std::shared_ptr<OpenRuns::Run>, RunRanges>> open_ranges_;
   std::size_t per_record_ = 1;  // input elements per output record
   FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
-  std::mutex pool_mutex_;
-  mutable std::mutex summary_mutex_;
-  SpreadSummary last_summary_;        // under summary_mutex_, as the next two
-  std::optional<Report> last_report_;
-  std::size_t latest_ = 0;  // the place of the run started last
-  std::vector<Slot> pool_in_, pool_out_;  // piece buffers, kept from run to run
-  std::vector<Slot> pool_records_;        // a folding run's records
-  std::unique_ptr<CopyTeam> delivery_team_;  // under pool_mutex_ while made
-  // Queued runs and the thread that runs them (started by the first run;
-  // ~Spread joins it before any member is destroyed).
-  std::mutex queue_mutex_;
-  std::condition_variable queue_cv_;
-  std::deque<std::unique_ptr<Job>> queue_;
-  std::condition_variable retired_cv_;
-  std::size_t queued_ = 0, retired_ = 0;  // runs queued, and let go of by the run thread, so far
-  bool closing_ = false;
-  std::thread runner_;
+  PiecePools<Buffer> pools_;     // piece buffers and records, kept from run to run
+  LastSpreadRun last_;           // the latest run's summary and report
+  // Queued runs and the thread that starts them (closed first by
+  // ~SpreadEngine, before anything its runs use goes).
+  SpreadQueue queue_;
   // Each member's pieces in flight and the threads that finish them, and
   // the threads that take pieces: made last (once the members are) and
   // declared last, so they are joined first, while all the rest is whole.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Definitions for detail/spread.hpp: one spread run (Spread::Run). Included
+// Definitions for detail/spread.hpp: one spread run (SpreadEngine::Run). Included
 // at its bottom; do not include directly.
 #pragma once
 
@@ -11,8 +11,8 @@ namespace detail {
 // (MemberLanes), which finish it.
 template <class Member, template <class> class Buffer>
 template <class InSide, class OutSide>
-struct Spread<Member, Buffer>::Run final : Handout::Run,
-                                           std::enable_shared_from_this<typename Spread<Member, Buffer>::template Run<InSide, OutSide>> {
+struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
+                                           std::enable_shared_from_this<typename SpreadEngine<Member, Buffer>::template Run<InSide, OutSide>> {
   using in_t = typename first_type<typename side_types<InSide>::type>::type;
   using out_t = typename first_type<typename side_types<OutSide>::type>::type;
   static constexpr bool sourced = is_source<InSide>::value;
@@ -20,7 +20,7 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
   static constexpr bool counted = counted_;
   static constexpr std::size_t out_count = std::tuple_size<typename types_tuple<typename side_types<OutSide>::type>::type>::value;
 
-  Run(Spread& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
+  Run(SpreadEngine& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
       std::size_t bound)
       : spread(s), keep(std::move(keep)), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
         per(s.per_record_), bound(bound), book(limit, bound), counts(bound) {
@@ -221,13 +221,13 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
   // p + bound takes only once p was delivered), made or grown when first
   // needed.
   in_t* in_buffer(std::size_t p) {
-    return reinterpret_cast<in_t*>(spread.pool_slot(spread.pool_in_, p % bound, piece * sizeof(in_t)));
+    return reinterpret_cast<in_t*>(spread.pools_.input(p % bound, piece * sizeof(in_t)));
   }
   // Output `o` of piece p (of type T): several for an Emit of several outputs.
   template <class T = out_t>
   T* out_buffer(std::size_t p, std::size_t o = 0) {
     return reinterpret_cast<T*>(
-        spread.pool_slot(spread.pool_out_, (p % bound) * out_count + o, records(piece) * sizeof(T)));
+        spread.pools_.output((p % bound) * out_count + o, records(piece) * sizeof(T)));
   }
   // Output records of `elems` elements from a unit's start: elements
   // themselves (per 1), or a Reduce's segments, or chunks.
@@ -290,7 +290,7 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
                outs.spans);
     place->capacity = packed.capacity;
     place->chunks = (len + chunk - 1) / chunk;
-    place->done = [this, p](std::size_t got, bool) noexcept { counts.counted(p, got); };
+    place->done = [this, p](std::size_t got) noexcept { counts.counted(p, got); };
     return place;
   }
 
@@ -382,11 +382,11 @@ struct Spread<Member, Buffer>::Run final : Handout::Run,
     std::vector<Copy> copies{Copy{static_cast<void*>(std::get<O>(outs.spans).data + at),
                                   out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
                                   count * sizeof(std::tuple_element_t<O, spans_t>)}...};
-    spread.delivery_team().copy(copies);
+    spread.pools_.delivery_team().copy(copies);
   }
 
 
-  Spread& spread;
+  SpreadEngine& spread;
   // A flowing run's two sides (start_flow); null for a run that keeps to
   // itself, whose sides are run_sides' own, so a Source or Sink is let
   // go of before its ticket is ready, wherever the Run is let go of.
