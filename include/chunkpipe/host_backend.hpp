@@ -136,6 +136,10 @@ template <class R>
 const HostTicket& host_ticket_of(const ResultTicket<R, HostTicket>& t) {
   return t.ticket();
 }
+template <class T>
+struct is_host_ticket : std::is_same<T, HostTicket> {};
+template <class R>
+struct is_host_ticket<ResultTicket<R, HostTicket>> : std::true_type {};
 }  // namespace detail
 
 /// `after(t1, t2, ...)` for a HostPipeline's run_async() (and a
@@ -143,6 +147,9 @@ const HostTicket& host_ticket_of(const ResultTicket<R, HostTicket>& t) {
 /// and counting runs, in any mix. Never blocks.
 template <class... T>
 HostAfter after(const HostTicket& first, const T&... rest) {
+  static_assert((detail::is_host_ticket<T>::value && ...),
+                "chunkpipe: after(...) of host runs takes HostTickets and ResultTickets; a spread run takes "
+                "spread tickets as an order of their own: run_async(in, out, after(host_ticket), after(spread_ticket))");
   HostAfter a{{first}};
   (a.tickets.push_back(detail::host_ticket_of(rest)), ...);
   return a;

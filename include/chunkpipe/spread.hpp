@@ -82,9 +82,10 @@ class Spread {
   template <class... S>
   explicit Spread(const Options& options, const S&... stages) : engine_(options, stages...) {}
 
-  /// Waits for every run queued (run_async) to complete, then lets go of
-  /// the members. Blocks. Not to be called from inside one of its runs
-  /// (a Source, Sink or finish()), which it would wait for.
+  /// Waits for every run queued (run_async) to complete, and so for what
+  /// they are ordered after(...), then lets go of the members. Blocks. Not
+  /// to be called from inside one of its runs (a Source, Sink or
+  /// finish()), which it would wait for.
   ~Spread() = default;
   Spread(const Spread&) = delete;
   Spread& operator=(const Spread&) = delete;
@@ -132,9 +133,17 @@ class Spread {
   /// run starts after, any number of after(...) results: of SpreadTickets
   /// (SpreadAfter), and of what the members' backend orders after
   /// (chunkpipe::after of streams, events and RunTickets for a
-  /// SpreadPipeline; of HostTickets for a HostSpreadPipeline). The spread's
-  /// thread waits for those to end (done or failed: their errors stay with
-  /// them) before the run starts; the caller never waits.
+  /// SpreadPipeline; of HostTickets for a HostSpreadPipeline; a folding or
+  /// counting run's ResultTicket as well). What a stream or event holds is
+  /// taken now. The spread's thread waits for it all to end (done or
+  /// failed: their errors stay with them) before the run starts; the caller
+  /// never waits for it. Unlike one pipeline's run, a spread run may follow
+  /// runs that end on host threads (a Source, a Sink, pageable ranges):
+  /// waiting for a HostTicket runs its ops, Sources and Sinks on the
+  /// spread's thread. What those call must not wait for a run of this
+  /// spread queued after this one (nor run() on it: refused), and a run of
+  /// another spread that this one follows must not wait for this one:
+  /// either would wait for itself.
   ///
   /// Queued runs start in the order they were queued, on a thread of the
   /// spread's, and complete in that order. A run of ranges in and ranges
@@ -149,15 +158,15 @@ class Spread {
   /// untouched until the run is complete. A Sink's finish() (or abort()) is
   /// called on the spread's thread as the run ends, before its ticket is
   /// ready. Throws config_error for bad ranges (overlaps within the run)
-  /// before anything is queued, and what holding `order` throws (a CUDA
-  /// error recording an event); the run's own errors reach its ticket, and
-  /// the runs after it still run.
+  /// before anything is queued or taken, and what taking `order` throws (a
+  /// CUDA error recording an event); the run's own errors reach its
+  /// ticket, and the runs after it still run.
   template <class In, class Out, class... Order CHUNKPIPE_WHEN(!folds_)>
   [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out, const Order&... order) {
     static_assert((is_order_v<Order> && ...), "chunkpipe: a spread run's run_async(in, out, order...) takes what "
                                                "chunkpipe::after(...) gives, of spread tickets or of the members' "
                                                "own kind");
-    return engine_.run_async(std::forward<In>(in), std::forward<Out>(out), hold(order...));
+    return engine_.run_async(std::forward<In>(in), std::forward<Out>(out), [&] { return hold(order...); });
   }
 
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
@@ -176,10 +185,11 @@ class Spread {
   /// get() on the ticket waits and returns the result.
   template <class In, class... Order CHUNKPIPE_WHEN(folds_)>
   [[nodiscard]] auto run_async(In&& in, const Order&... order) {
-    static_assert((is_order_v<Order> && ...), "chunkpipe: a spread run's run_async(in, order...) takes what "
+    static_assert((is_order_v<Order> && ...), "chunkpipe: a Reduce or Accumulate spread's run_async(in, "
+                                               "order...) takes no output (get() gives the result), then only what "
                                                "chunkpipe::after(...) gives, of spread tickets or of the members' "
                                                "own kind");
-    return engine_.run_async(std::forward<In>(in), hold(order...));
+    return engine_.run_async(std::forward<In>(in), [&] { return hold(order...); });
   }
 
   /// How the pieces of the latest run went (run(in, out) also returns it;

@@ -90,7 +90,8 @@ class SpreadRunState final : public SpreadRunEnd {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!done_ && spread_of_this_thread == owner_) {
       throw pipeline_error("chunkpipe: a spread run waited for from inside a run of the same spread (its Source, "
-                           "Sink or finish()): runs run one after another, so it would wait for itself");
+                           "Sink or finish(), or what a run it ordered after(...) calls): it would wait for a run "
+                           "that waits for this call");
     }
     cv_.wait(lock, [&] { return done_; });
     if (error_) std::rethrow_exception(error_);

@@ -609,9 +609,12 @@ TEST_CASE("a spread run ordered after a stream, an event or a pipeline's run rea
     poison(mid);
     poison(last);
     make_input();
+    // The third run is another spread's, which does not see the second's
+    // ranges: only after(second) orders it.
+    SpreadPipeline<Map<Chain>> other(spread_options(dev), Map<Chain>{f});
     RunTicket first = one.run_async(in, mid, after(user.get()));  // mid = f(in)
     auto second = spread.run_async(mid, out, after(first));      // out = f(f(in))
-    auto third = spread.run_async(out, last, after(second));     // last = f(f(f(in)))
+    auto third = other.run_async(out, last, after(second));      // last = f(f(f(in)))
     third.wait();
     REQUIRE(std::memcmp(mid.data(), want.data(), n * sizeof(float)) == 0);
     PinnedArray<float> want3(n);

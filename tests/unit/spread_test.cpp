@@ -1364,11 +1364,16 @@ TEST_CASE("a spread run ordered after(...) starts once what it is after ended, a
     Slow a(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 50, -1.0f}});
     Spread1 b(spread_options({0}), Map<Fma>{second});
     auto ta = a.run_async(x, y);
-    auto tb = b.run_async(x, z, after(ta));
+    auto tb = b.run_async(y, z, after(ta));
     CHECK(tb.get().elems == n);
     CHECK(ta.ready());
     CHECK(contains(thrown_by([&] { ta.wait(); }), "stage failed on purpose"));
-    CHECK(z[0] == second(x[0]));
+    // b read y once a had ended: what a wrote before it failed (its
+    // first piece at least), poison where it wrote nothing.
+    CHECK(y[0] == first(x[0]));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (z[i] != second(y[i])) FAIL_CHECK("element " << i << ": " << z[i]);
+    }
   }
 
   SECTION("a folding run after a run that writes its input") {
@@ -1387,7 +1392,7 @@ TEST_CASE("a spread run ordered after(...) starts once what it is after ended, a
   }
 }
 
-TEST_CASE("a spread's queue starts its jobs in order, each after what it waits for, and retires them in order",
+TEST_CASE("a spread's queue starts its jobs in order, each after what it waits for, the later ones behind it",
           "[spread][queue]") {
   using detail::SpreadQueue;
   std::mutex m;

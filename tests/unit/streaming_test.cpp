@@ -465,6 +465,9 @@ TEST_CASE("after(...) takes the ticket of a counting or folding run as it is, an
   CHECK(t2.report().elems == a.size());  // the first run's output holds a.size() elements
   CHECK_FALSE(t2.report().ops.empty());
   // Mixed with a plain ticket, first or not.
-  HostTicket t3 = keep.run_async(c, b, after(t2, t1)).ticket();
-  t3.wait();
+  HostTicket t3 = keep.run_async(c, b, after(t2, t1.ticket())).ticket();
+  std::vector<float> d(200, -1.0f);
+  auto t4 = keep.run_async(b, d, after(t3, t2));
+  CHECK(t4.get() == t1.get());
+  CHECK(d == c);
 }

@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -43,6 +44,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -142,24 +144,49 @@ class CudaRunner {
   /// run ordered after it: RunAccess::hold): the call blocks until the work
   /// queued on each stream so far and each event's latest record are done
   /// on the device, and each run ended; it never throws (their errors stay
-  /// with them). Empty where `order` names nothing. Throws no_device_error
-  /// for streams or events without a device, cuda_error where an event
-  /// cannot be recorded.
+  /// with them). Empty where `order` names nothing. Takes no lock of this
+  /// pipeline's: it records events of its own, each on its stream's device
+  /// (which may be another member's). Throws no_device_error for streams
+  /// or events without a device, cuda_error where an event cannot be
+  /// recorded.
   std::function<void()> hold(const After& order) {
     if (order.streams.empty() && order.events.empty() && order.tickets.empty()) return {};
+    if ((!order.streams.empty() || !order.events.empty()) && device_ < 0) throw no_device_error(no_device_);
     for (const RunTicket& t : order.tickets) {
       if (t.state()) t.state()->issue_if_held();  // else it would wait for a run nothing issues
     }
     auto gates = std::make_shared<std::vector<Event>>();
-    if (!order.streams.empty() || !order.events.empty()) {
-      if (device_ < 0) throw no_device_error(no_device_);
-      std::lock_guard<std::mutex> lock(submit_mutex_);
-      DeviceGuard guard(device_);
-      *gates = take_gates(order);
+    for (cudaStream_t s : order.streams) {
+      int d = device_;
+      CHUNKPIPE_CUDA_TRY(cudaStreamGetDevice(s, &d));
+      DeviceGuard guard(d);
+      Event e = Event::create();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
+      gates->push_back(std::move(e));
     }
-    return [gates, pool = pool_, tickets = order.tickets]() mutable {
-      for (const Event& e : *gates) (void)cudaEventSynchronize(e.get());  // an error is the work's own
-      pool->put(*gates);
+    if (!order.events.empty()) {
+      // The events' latest records, taken now: a stream of its own waits
+      // for them and records one event (the stream goes at once; what it
+      // was given still runs).
+      DeviceGuard guard(device_);
+      Stream gate = Stream::create();
+      for (cudaEvent_t user : order.events) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate.get(), user, 0));
+      Event e = Event::create();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate.get()));
+      gates->push_back(std::move(e));
+    }
+    return [gates, tickets = order.tickets]() mutable {
+      for (const Event& e : *gates) {
+        // Polled: cudaEventSynchronize would spin a core for as long as
+        // the work takes.
+        auto nap = std::chrono::microseconds(50);
+        cudaError_t rc = cudaSuccess;
+        while ((rc = cudaEventQuery(e.get())) == cudaErrorNotReady) {
+          std::this_thread::sleep_for(nap);
+          nap = std::min(nap * 2, std::chrono::microseconds(1000));
+        }
+        if (rc != cudaSuccess) (void)cudaGetLastError();  // the work's own error, for its owner to see
+      }
       for (RunTicket& t : tickets) {
         try {
           t.wait();

@@ -240,19 +240,21 @@ class SpreadEngine {
   template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   RunResult run(In&& in, Out&& out) {
     refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out), {}));
+    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out), no_after));
   }
 
-  // A run queued behind the runs before it; `after`: what it waits for
-  // first, on the run thread (each call blocks until that work ended,
-  // and never throws).
-  template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
-  [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out, std::vector<std::function<void()>> after) {
+  // A run queued behind the runs before it. `take_after()` gives what it
+  // waits for first, on the run thread (each call blocks until that work
+  // ended, and never throws); it is called once the run's ranges are
+  // checked, so that a call refused takes nothing.
+  template <class In, class Out, class TakeAfter, bool F = folds_, std::enable_if_t<!F, int> = 0>
+  [[nodiscard]] SpreadTicket<RunResult> run_async(In&& in, Out&& out, const TakeAfter& take_after) {
     auto ins = as_inputs(std::forward<In>(in));
     auto outs = as_outputs(std::forward<Out>(out));
     // A counted run's outputs may have any length (run_packed_out).
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     RunRanges ranges = check_overlaps(ins, outs);
+    std::vector<std::function<void()>> after = take_after();  // once the run is known good
     if constexpr (!counted_ && !is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
       // Ranges in, ranges out: the run may continue into the runs before
       // it (start_flow). A profiled run keeps to itself: its report is one
@@ -283,14 +285,15 @@ class SpreadEngine {
   template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
   auto run(In&& in) {
     refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), {}));
+    return blocking(run_async(std::forward<In>(in), no_after));
   }
 
-  template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
-  [[nodiscard]] auto run_async(In&& in, std::vector<std::function<void()>> after) {
+  template <class In, class TakeAfter, bool F = folds_, std::enable_if_t<F, int> = 0>
+  [[nodiscard]] auto run_async(In&& in, const TakeAfter& take_after) {
     using R = typename fold_traits<typename Front::last_stage>::result;
     auto ins = as_inputs(std::forward<In>(in));
     const std::size_t n = input_length(ins);
+    std::vector<std::function<void()>> after = take_after();
     return enqueue<R>(
         [this, ins = std::move(ins), n]() mutable {
       const std::shared_ptr<Folding<R>> folding = make_folding_();
@@ -413,12 +416,16 @@ class SpreadEngine {
     return SpreadTicket<R>(std::move(state));
   }
 
+  // What a run ordered after nothing waits for.
+  static std::vector<std::function<void()>> no_after() { return {}; }
+
   // A blocking run from inside a run of this spread would wait for itself:
   // refused before anything is queued.
   void refuse_reentry() const {
     if (spread_of_this_thread == this) {
       throw pipeline_error("chunkpipe: run() called from inside a run of the same spread (its Source, Sink or "
-                           "finish()): runs run one after another, so it would wait for itself");
+                           "finish(), or what a run it ordered after(...) calls): it would wait for a run that "
+                           "waits for this call");
     }
   }
 

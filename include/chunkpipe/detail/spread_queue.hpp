@@ -100,7 +100,12 @@ class SpreadQueue {
       lock.unlock();
       // What it was queued after ends first (its own tickets say how);
       // the jobs queued after it wait behind it, as they start in order.
-      for (const auto& wait : job->after) wait();
+      for (const auto& wait : job->after) {
+        try {
+          if (wait) wait();
+        } catch (...) {  // a wait's errors are its work's own (Job::after)
+        }
+      }
       const bool complete = start_(*job);
       job.reset();  // lets go of the run's Source and Sink before the next starts
       if (complete) retire();
