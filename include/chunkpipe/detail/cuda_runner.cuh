@@ -27,6 +27,7 @@
 #include <chunkpipe/detail/coalescer.hpp>
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/front.hpp>
+#include <chunkpipe/detail/hold_after.cuh>
 #include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/issuer.cuh>
 #include <chunkpipe/detail/registrations.cuh>
@@ -36,7 +37,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -44,7 +44,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -141,59 +140,12 @@ class CudaRunner {
   }
 
   /// What `order` names, taken now, as a wait for another thread (a spread
-  /// run ordered after it: RunAccess::hold): the call blocks until the work
-  /// queued on each stream so far and each event's latest record are done
-  /// on the device, and each run ended; it never throws (their errors stay
-  /// with them). Empty where `order` names nothing. Takes no lock of this
-  /// pipeline's: it records events of its own, each on its stream's device
-  /// (which may be another member's). Throws no_device_error for streams
-  /// or events without a device, cuda_error where an event cannot be
-  /// recorded.
+  /// run ordered after it: RunAccess::hold; hold_after.cuh). Throws
+  /// no_device_error for streams or events without a device, and what
+  /// hold_after() throws.
   std::function<void()> hold(const After& order) {
-    if (order.streams.empty() && order.events.empty() && order.tickets.empty()) return {};
     if ((!order.streams.empty() || !order.events.empty()) && device_ < 0) throw no_device_error(no_device_);
-    for (const RunTicket& t : order.tickets) {
-      if (t.state()) t.state()->issue_if_held();  // else it would wait for a run nothing issues
-    }
-    auto gates = std::make_shared<std::vector<Event>>();
-    for (cudaStream_t s : order.streams) {
-      int d = device_;
-      CHUNKPIPE_CUDA_TRY(cudaStreamGetDevice(s, &d));
-      DeviceGuard guard(d);
-      Event e = Event::create();
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
-      gates->push_back(std::move(e));
-    }
-    if (!order.events.empty()) {
-      // The events' latest records, taken now: a stream of its own waits
-      // for them and records one event (the stream goes at once; what it
-      // was given still runs).
-      DeviceGuard guard(device_);
-      Stream gate = Stream::create();
-      for (cudaEvent_t user : order.events) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate.get(), user, 0));
-      Event e = Event::create();
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate.get()));
-      gates->push_back(std::move(e));
-    }
-    return [gates, tickets = order.tickets]() mutable {
-      for (const Event& e : *gates) {
-        // Polled: cudaEventSynchronize would spin a core for as long as
-        // the work takes.
-        auto nap = std::chrono::microseconds(50);
-        cudaError_t rc = cudaSuccess;
-        while ((rc = cudaEventQuery(e.get())) == cudaErrorNotReady) {
-          std::this_thread::sleep_for(nap);
-          nap = std::min(nap * 2, std::chrono::microseconds(1000));
-        }
-        if (rc != cudaSuccess) (void)cudaGetLastError();  // the work's own error, for its owner to see
-      }
-      for (RunTicket& t : tickets) {
-        try {
-          t.wait();
-        } catch (...) {  // the ticket keeps it
-        }
-      }
-    };
+    return ::chunkpipe::detail::hold_after(order, device_);
   }
 
   /// The next profiled run records a fresh zero for Report::clock_ms.

@@ -1,23 +1,22 @@
 // SPDX-License-Identifier: MIT
 // A spread's queue of runs (detail/spread.hpp): runs are queued in the
-// order run() and run_async() are called, and one thread of the spread's,
-// started by the first, starts them in that order. A run is complete when
-// the thread says so (a run that keeps to itself) or later, when its last
-// piece finishes (a flowing run); either way it is retired in queue order,
-// which is what a blocking run() waits for. Host-only; tested on the CPU
+// order run() and run_async() are called, and one thread of the spread's
+// (an IssueWorker's, started by the first) starts them in that order. A
+// run is complete when the thread says so (a run that keeps to itself) or
+// later, when its last piece finishes (a flowing run); either way it is
+// retired in queue order, which is what a blocking run() waits for. Host-only; tested on the CPU
 // through the spreads of the host backend.
 #pragma once
 
 #include <chunkpipe/spread_ticket.hpp>  // spread_of_this_thread
+#include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // RunRanges
 
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -50,17 +49,15 @@ class SpreadQueue {
   SpreadQueue& operator=(const SpreadQueue&) = delete;
   ~SpreadQueue() { close(); }
 
-  /// Queues `job` behind the jobs queued before, starting the thread with
-  /// the first, and returns its place (1: the first ever queued), written
-  /// to `*place` before the thread can see the job. Throws only
+  /// Queues `job` behind the jobs queued before (on an IssueWorker, whose
+  /// thread starts with the first) and writes its place (1: the first ever
+  /// queued) to `*place` before that thread can see the job. Throws only
   /// std::bad_alloc and std::system_error, with nothing queued.
   void push(std::unique_ptr<Job> job, std::size_t* place) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!thread_.joinable()) thread_ = std::thread([this] { serve(); });
+    std::lock_guard<std::mutex> lock(mutex_);  // places in the worker's order
     *place = queued_ + 1;
-    jobs_.push_back(std::move(job));
+    worker_.push([this, held = std::shared_ptr<Job>(std::move(job))]() mutable noexcept { serve(std::move(held)); });
     ++queued_;
-    cv_.notify_one();
   }
 
   /// One more run is complete, in queue order.
@@ -78,50 +75,31 @@ class SpreadQueue {
 
   /// Starts every job still queued, then lets the thread go. Blocks. Call
   /// before anything `start` uses goes (the owner's destructor, first).
-  void close() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      closing_ = true;
-    }
-    cv_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
+  void close() noexcept { worker_.stop(); }
 
  private:
-  // The thread: starts the queued jobs in order until closed with none left.
-  void serve() {
+  // One job, on the worker's thread: what it was queued after ends first
+  // (its own tickets say how), and the jobs queued after it wait behind
+  // it, as they start in order.
+  void serve(std::shared_ptr<Job> job) noexcept {
     spread_of_this_thread = owner_;
-    std::unique_lock<std::mutex> lock(mutex_);
-    for (;;) {
-      cv_.wait(lock, [&] { return closing_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;
-      std::unique_ptr<Job> job = std::move(jobs_.front());
-      jobs_.pop_front();
-      lock.unlock();
-      // What it was queued after ends first (its own tickets say how);
-      // the jobs queued after it wait behind it, as they start in order.
-      for (const auto& wait : job->after) {
-        try {
-          if (wait) wait();
-        } catch (...) {  // a wait's errors are its work's own (Job::after)
-        }
+    for (const auto& wait : job->after) {
+      try {
+        if (wait) wait();
+      } catch (...) {  // a wait's errors are its work's own (Job::after)
       }
-      const bool complete = start_(*job);
-      job.reset();  // lets go of the run's Source and Sink before the next starts
-      if (complete) retire();
-      lock.lock();
     }
+    const bool complete = start_(*job);
+    job.reset();  // lets go of the run's Source and Sink before the next starts
+    if (complete) retire();
   }
 
   std::function<bool(Job&)> start_;
   const void* owner_;
   std::mutex mutex_;
-  std::condition_variable cv_;           // a job queued, or closing
-  std::condition_variable retired_cv_;   // a run retired
-  std::deque<std::unique_ptr<Job>> jobs_;
+  std::condition_variable retired_cv_;    // a run retired
   std::size_t queued_ = 0, retired_ = 0;  // runs queued, and retired, so far
-  bool closing_ = false;
-  std::thread thread_;  // last: joined (close()) before the rest goes
+  IssueWorker worker_;  // last: stopped (close()) before the rest goes
 };
 
 }  // namespace detail
