@@ -23,6 +23,11 @@
 //                into one output: plain, spread x1 and the device twice;
 //                checked against the host's own filter to the bit, vs
 //                the plain filter, floor from the bytes that cross
+//   reduce ...   a Reduce (a float sum) of the input: plain, spread x1
+//                and the device twice; only the input crosses, so the
+//                floor is B/h2d; each spread's sum checked against the
+//                plain pipeline's to the bit (and that one against the
+//                host's double sum), vs the plain reduce
 //   host memcpy  (pageable only) what the host's memory does with every
 //                core copying B from the pageable input into pinned memory
 //                and B from pinned memory into the pageable output at
@@ -37,8 +42,8 @@
 // for every spread row: one H200 machine per member with its GPU's
 // measured link (members that list one device share it: SpreadShape::
 // devices), the queued rows as their runs (SpreadShape::runs), the filter
-// rows bringing back 4 bytes times the kept share per element, rounded;
-// the kernel's time is left out, which at the default 64 FMAs is far under
+// rows bringing back 4 bytes times the kept share per element, rounded,
+// the reduce rows nothing; the kernel's time is left out, which at the default 64 FMAs is far under
 // the copies'; pageable rows add the host's memcpy bound, --host-gbps,
 // default 50 GB/s for both directions together, DEVICE.md. Prints a
 // table; writes CSV.
@@ -130,10 +135,16 @@ struct Positive {
   CHUNKPIPE_HOST_DEVICE bool operator()(float v) const { return v > 0.0f; }
 };
 
+struct Plus {
+  CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+};
+
 using Pipe = chunkpipe::ChunkedPipeline<chunkpipe::Map<Fma>>;
 using Spread = chunkpipe::SpreadPipeline<chunkpipe::Map<Fma>>;
 using FilterPipe = chunkpipe::ChunkedPipeline<chunkpipe::Filter<Positive>>;
 using FilterSpread = chunkpipe::SpreadPipeline<chunkpipe::Filter<Positive>>;
+using ReducePipe = chunkpipe::ChunkedPipeline<chunkpipe::Reduce<float, Plus>>;
+using ReduceSpread = chunkpipe::SpreadPipeline<chunkpipe::Reduce<float, Plus>>;
 
 // The "8 q" rows cut a run into this many runs, queued at once.
 constexpr std::size_t queued_runs = 8;
@@ -146,6 +157,7 @@ struct Variant {
   double predicted = -1;  // simulate_spread's ms; -1: not modelled (a plain pipeline's rows)
   std::size_t base = 0;   // the variant "vs plain" compares with
   bool filter = false;    // checked against the host's filter, not the closed form
+  bool reduce = false;    // checked against the plain reduce's bits; floor from the input alone
   bool checked = true;    // false: times the host alone, writes nothing of the run
 };
 
@@ -442,6 +454,34 @@ int main(int argc, char** argv) {
         vs[i].base = first_filter;
         vs[i].filter = true;
       }
+      // A Reduce of the input: nothing comes back. The plain pipeline's
+      // sum is checked against the host's; each spread's against its bits.
+      const std::size_t first_reduce = vs.size();
+      ReducePipe plain_reduce(chunkpipe::Options{}, chunkpipe::reduce(0.0f, Plus{}));
+      float reduced = 0.0f;  // what the latest reduce run returned
+      vs.push_back({"reduce plain", [&] { reduced = plain_reduce.run(in_span); }, {}, ""});
+      std::vector<std::unique_ptr<ReduceSpread>> reduce_spreads;
+      for (const bool twice : {false, true}) {
+        chunkpipe::Options o;
+        o.devices = twice ? std::vector<int>{dev, dev} : std::vector<int>{dev};
+        reduce_spreads.push_back(std::make_unique<ReduceSpread>(o, chunkpipe::reduce(0.0f, Plus{})));
+        ReduceSpread* s = reduce_spreads.back().get();
+        const std::size_t index = vs.size();
+        vs.push_back({twice ? "reduce twice" : "reduce x1", [&vs, s, index, &reduced, &in_span] {
+                        reduced = s->run(in_span);
+                        vs[index].pieces = pieces_of(s->last_summary());
+                      },
+                      {},
+                      ""});
+        vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), o.devices, {n}, 0);
+      }
+      for (std::size_t i = first_reduce; i < vs.size(); ++i) {
+        vs[i].base = first_reduce;
+        vs[i].reduce = true;
+      }
+      double exact_sum = 0;
+      for (std::size_t i = 0; i < n; ++i) exact_sum += static_cast<double>(in[i]);
+      float plain_sum = 0.0f;  // the plain reduce's bits, once checked
       std::unique_ptr<chunkpipe::PinnedArray<float>> scratch_a, scratch_b;
       std::size_t host_row = 0;  // 0: none (pinned runs)
       if (pageable) {
@@ -458,7 +498,17 @@ int main(int argc, char** argv) {
         std::memset(out, 0xFF, n * sizeof(float));
         v.run();
         std::size_t wrong = 0;
-        if (v.filter) {
+        if (v.reduce) {
+          // The plain sum near the host's (float rounding over n terms),
+          // and every spread's sum that sum to the bit.
+          if (&v == &vs[first_reduce]) {
+            plain_sum = reduced;
+            wrong = std::fabs(static_cast<double>(reduced) - exact_sum) > 1e-6 * static_cast<double>(n);
+          } else {
+            wrong = std::memcmp(&reduced, &plain_sum, sizeof reduced) != 0;
+          }
+          if (wrong) std::printf("spread_bench: %s summed %.9g (plain %.9g, host %.9g)\n", v.name.c_str(), reduced, plain_sum, exact_sum);
+        } else if (v.filter) {
           // Every kept element, to the bit, and nothing written past them.
           wrong = filtered != kept.size() || std::memcmp(out, kept.data(), kept.size() * sizeof(float)) != 0;
           if (kept.size() < n) {
@@ -488,10 +538,10 @@ int main(int argc, char** argv) {
       for (const Variant& v : vs) {
         const double ms = median(v.ms);
         const double vs_plain = paired(v, vs[v.base]);
-        const double floor_ms = v.filter ? filter_floor_ms : floor_ms_map;
+        const double floor_ms = v.reduce ? bytes / (link.h2d_gbps * 1e6) : v.filter ? filter_floor_ms : floor_ms_map;
         char predicted[32] = "", of_host[32] = "";
         if (v.predicted >= 0) std::snprintf(predicted, sizeof predicted, "%.2f", v.predicted);
-        if (host_row != 0 && !v.filter) std::snprintf(of_host, sizeof of_host, "%.3f", median(vs[host_row].ms) / ms);
+        if (host_row != 0 && !v.filter && !v.reduce) std::snprintf(of_host, sizeof of_host, "%.3f", median(vs[host_row].ms) / ms);
         // The host's own row has no floor or plain to be judged against.
         char of_floor[32] = "", ratio[32] = "";
         if (v.checked) {
@@ -513,6 +563,7 @@ int main(int argc, char** argv) {
   }
   if (csv) std::fclose(csv);
   std::printf("\nvs plain: median of per-round ratios (spread time / plain time; filter rows: / filter plain; "
+              "reduce rows: / reduce plain; "
               "twice, N q: / same twice); below 1.03 meets \"within 3%%\" (the queued rows' goal: at most 1/0.97 "
               "= 1.031).\n");
   std::printf("spread_bench: %s\n", ok ? "every variant checked" : "WRONG RESULTS");
