@@ -44,6 +44,7 @@
 #include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/cuda_runner.cuh>
+#include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 
 #include <cstddef>
 #include <functional>
@@ -314,6 +315,8 @@ class ChunkedPipeline {
   void restart_profile_clock() { runner_->restart_profile_clock(); }
   // A spread run ordered after `order` (RunAccess::hold).
   std::function<void()> hold_order(const After& order) { return runner_->hold(order); }
+  // Staged runs copy with the spread's team (RunAccess::share_copy_team).
+  void share_copy_team(std::shared_ptr<detail::SharedCopyTeam> team) { runner_->share_copy_team(std::move(team)); }
 
   std::unique_ptr<detail::CudaRunner<Stages...>> runner_;
 };
@@ -363,6 +366,10 @@ struct spread_member<ChunkedPipeline<Stages...>> {
   template <class T>
   using piece_buffer = PinnedPieceBuffer<T>;
   using order = After;
+  // The member's staged runs copy with the spread's one team.
+  static void share_copy_team(ChunkedPipeline<Stages...>& m, std::shared_ptr<SharedCopyTeam> team) {
+    RunAccess::share_copy_team(m, std::move(team));
+  }
 };
 }  // namespace detail
 

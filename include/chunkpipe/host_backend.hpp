@@ -27,6 +27,7 @@
 #include <chunkpipe/scan.hpp>
 #include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/host_engine.hpp>
@@ -461,6 +462,8 @@ struct spread_member<HostPipeline<Stages...>> {
   template <class T>
   using piece_buffer = HostPieceBuffer<T>;
   using order = HostAfter;
+  // A host pipeline's copies are its worker's own memcpy: nothing to share.
+  static void share_copy_team(HostPipeline<Stages...>&, const std::shared_ptr<SharedCopyTeam>&) noexcept {}
 };
 }  // namespace detail
 

@@ -164,8 +164,8 @@ inline constexpr std::size_t unknown_length = static_cast<std::size_t>(-1);
 /// `std::size_t read_at(std::size_t offset, ::cuda::std::span<T> dst)`
 /// (and, optionally, `bool positional() const`, false to be read in order
 /// after all): the pipeline then calls read_at instead, for elements
-/// [offset, offset + dst.size()) of the input, from several threads at once
-/// on parts of each chunk (Options::host_threads of them), straight into
+/// [offset, offset + dst.size()) of the input, from up to
+/// Options::host_threads threads at once on parts of each chunk, straight into
 /// the pinned slot. Returning fewer than dst.size() says the input ends at
 /// offset + that count; read_at must be safe to call concurrently.
 /// file_source() is such a Source.

@@ -101,7 +101,8 @@ struct Options {
   Staging staging = Staging::automatic;
   /// Threads that share each staging copy (per direction); 0 picks
   /// default_host_threads(). One thread's memcpy is far slower than a PCIe
-  /// Gen5 link, so staging at link speed takes several.
+  /// Gen5 link, so staging at link speed takes several. A spread's members
+  /// share one team of twice this many, whatever their count.
   int host_threads = 0;
   /// Keep every op as the executor issued it (its real waits and events),
   /// for check_hazards(pipe.issued_plan()). For tests: the record grows

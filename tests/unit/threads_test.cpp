@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: MIT
 // Threads: runs started on one thread and waited for on others, a ticket
-// waited for from two threads at once, and a Sink finished exactly once.
+// waited for from two threads at once, a Sink finished exactly once, and a
+// copy team that several threads hand work to at once.
 // Built twice: as a plain CPU test and under ThreadSanitizer
 // (tests/CMakeLists.txt), which reports any data race in the shared run
 // completion code and the host backend.
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/detail/copy_team.hpp>
 
 #include "catch.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <memory>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -124,4 +129,115 @@ TEST_CASE("two threads start runs on one pipeline at once", "[threads]") {
   for (std::size_t k = 0; k < ins.size(); ++k) {
     for (float v : outs[k]) REQUIRE(v == f(static_cast<float>(k)));
   }
+}
+
+// A spread's members share one copy team (detail::SharedCopyTeam): their
+// host lanes hand it copies from several threads at once. Each call must
+// get its own bytes and each of its parts exactly once, whoever runs them.
+TEST_CASE("a copy team that several threads share copies each caller's bytes and runs each part once",
+          "[threads][copy-team]") {
+  detail::SharedCopyTeam shared(4);
+  const std::shared_ptr<detail::CopyTeam> team = shared.get();
+  REQUIRE(team == shared.get());  // one team for all who ask
+  REQUIRE(team->threads() == 4);
+  const int callers = 4, calls = 30;
+  // Over the 1 MiB below which a copy is not shared, in three uneven pieces.
+  const std::size_t sizes[3] = {(std::size_t{1} << 20) + 13, 777, (std::size_t{1} << 19) + 5};
+  std::atomic<int> wrong{0};
+  auto work = [&](int who) {
+    std::vector<std::vector<unsigned char>> src(3), dst(3);
+    for (int k = 0; k < 3; ++k) {
+      src[k].resize(sizes[k]);
+      dst[k].resize(sizes[k]);
+    }
+    for (int c = 0; c < calls; ++c) {
+      std::vector<detail::Copy> copies;
+      for (int k = 0; k < 3; ++k) {
+        for (std::size_t i = 0; i < sizes[k]; ++i) src[k][i] = static_cast<unsigned char>(i * 7 + who * 31 + c + k);
+        std::fill(dst[k].begin(), dst[k].end(), static_cast<unsigned char>(0xA5));  // poison
+        copies.push_back({dst[k].data(), src[k].data(), sizes[k]});
+      }
+      team->copy(copies);
+      for (int k = 0; k < 3; ++k) wrong += dst[k] != src[k];
+      // each(): every part of this call once, with the team's part count.
+      std::vector<std::atomic<int>> seen(team->threads());
+      team->each([&](std::size_t part, std::size_t parts) {
+        if (parts != team->threads() || part >= parts) {
+          ++wrong;
+          return;
+        }
+        seen[part].fetch_add(1);
+      });
+      for (auto& s : seen) wrong += s.load() != 1;
+    }
+  };
+  std::vector<std::thread> ts;
+  for (int w = 0; w < callers; ++w) ts.emplace_back(work, w);
+  for (std::thread& t : ts) t.join();
+  CHECK(wrong.load() == 0);
+}
+
+TEST_CASE("a shared copy team rethrows a call's lowest failing part to that caller alone", "[threads][copy-team]") {
+  detail::SharedCopyTeam shared(3);
+  const std::shared_ptr<detail::CopyTeam> team = shared.get();
+  std::atomic<int> wrong{0};
+  auto failing = [&] {
+    for (int c = 0; c < 40; ++c) {
+      try {
+        team->each([](std::size_t part, std::size_t) {
+          if (part >= 1) throw std::runtime_error("part " + std::to_string(part));
+        });
+        ++wrong;  // should have thrown
+      } catch (const std::runtime_error& e) {
+        wrong += std::string(e.what()) != "part 1";
+      }
+    }
+  };
+  auto clean = [&] {
+    for (int c = 0; c < 40; ++c) {
+      std::atomic<int> parts{0};
+      try {
+        team->each([&](std::size_t, std::size_t) { ++parts; });
+      } catch (...) {
+        ++wrong;  // another caller's error
+      }
+      wrong += parts.load() != 3;
+    }
+  };
+  std::thread a(failing), b(clean);
+  a.join();
+  b.join();
+  CHECK(wrong.load() == 0);
+}
+
+// A caller never waits for a helper to start one of its parts: here every
+// helper may be held by the first caller's parts, which wait until the
+// second caller's call returns. A team whose callers left their parts to
+// the helpers would hang (the test's own timeout then fails it).
+TEST_CASE("a shared copy team's caller runs its own parts when every helper is busy", "[threads][copy-team]") {
+  detail::SharedCopyTeam shared(3);
+  const std::shared_ptr<detail::CopyTeam> team = shared.get();
+  std::mutex m;
+  std::condition_variable cv;
+  bool second_done = false;
+  std::atomic<int> first_parts{0};
+  std::thread first([&] {
+    team->each([&](std::size_t, std::size_t) {
+      ++first_parts;
+      std::unique_lock<std::mutex> lock(m);
+      cv.wait(lock, [&] { return second_done; });
+    });
+  });
+  // Once the first call's parts have all started, every thread of the team
+  // but this one is held.
+  while (first_parts.load() < 3) std::this_thread::yield();
+  std::atomic<int> second_parts{0};
+  team->each([&](std::size_t, std::size_t) { ++second_parts; });
+  {
+    std::lock_guard<std::mutex> lock(m);
+    second_done = true;
+  }
+  cv.notify_all();
+  first.join();
+  CHECK(second_parts.load() == 3);
 }

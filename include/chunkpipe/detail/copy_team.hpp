@@ -4,20 +4,26 @@
 //
 // One thread's memcpy moves far less than a PCIe Gen5 link, so a host
 // queue that stages a chunk into a pinned slot splits the chunk's bytes
-// over its team: the queue's own worker takes the first share, helper
-// threads the rest, and the copy ends when all have. One thread's pread
+// over its team: the queue's own worker and the team's free helpers take
+// the shares, and the copy ends when all are done. One thread's pread
 // from the page cache is slower still (8 GB/s on the H200 machine, 37 to
 // 53 with eight: shared/DEVICE.md), so a Source or Sink that reads or
-// writes at any offset shares each chunk the same way.
+// writes at any offset shares each chunk the same way. Each host queue of
+// a pipeline has a team of its own; the members of a spread share one
+// (Spread: the host's memory bounds staged runs, not the members' count),
+// so several queues may hand it work at once.
 #pragma once
 
 #include <chunkpipe/detail/slots.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -27,24 +33,26 @@ namespace chunkpipe::detail {
 class CopyTeam {
  public:
   /// `threads` in all, the caller's included: threads - 1 helpers start.
+  /// Throws std::system_error (with no thread left running) where a
+  /// thread cannot start.
   explicit CopyTeam(int threads) {
-    for (int i = 1; i < threads; ++i) helpers_.emplace_back([this, i] { help(static_cast<std::size_t>(i)); });
-  }
-  ~CopyTeam() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
+    try {
+      for (int i = 1; i < threads; ++i) helpers_.emplace_back([this] { help(); });
+    } catch (...) {
+      stop();
+      throw;
     }
-    go_.notify_all();
-    for (std::thread& t : helpers_) t.join();
   }
+  ~CopyTeam() { stop(); }
   CopyTeam(const CopyTeam&) = delete;
   CopyTeam& operator=(const CopyTeam&) = delete;
 
   std::size_t threads() const noexcept { return helpers_.size() + 1; }
 
-  /// Performs every copy; blocks until all bytes are in place. Not to be
-  /// called from two threads at once (each host queue has its own team).
+  /// Performs every copy; blocks until all bytes are in place. May be
+  /// called from several threads at once (a spread's members share one
+  /// team, so that the host's memory, not the members' count, sets how
+  /// many threads copy): see each().
   void copy(const std::vector<Copy>& copies) {
     std::size_t total = 0;
     for (const Copy& c : copies) total += c.bytes;
@@ -57,39 +65,52 @@ class CopyTeam {
   }
 
   /// Calls fn(part, threads()) once for every part in [0, threads()), each
-  /// on its own thread of the team (part 0 on the caller's), and returns
-  /// when all have returned. What a call throws is rethrown here, the
-  /// first part's first, once every call has returned. Blocks; not to be
-  /// called from two threads at once.
+  /// on one thread: the caller's and whichever helpers are free (the caller
+  /// takes every part no helper has taken, so a call never waits for a
+  /// helper busy with another caller's parts to start one of its own), and
+  /// returns when all have returned. What a call throws is rethrown here,
+  /// the lowest part's first, once every call has returned. Blocks; may be
+  /// called from several threads at once, each call's parts its own.
   void each(const std::function<void(std::size_t part, std::size_t parts)>& fn) {
     if (helpers_.empty()) {
       fn(0, 1);
       return;
     }
+    Job job(fn, threads());
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &fn;
-      errors_.assign(threads(), nullptr);
-      remaining_ = helpers_.size();
-      ++generation_;
+      open_.push_back(&job);
     }
     go_.notify_all();
-    std::exception_ptr mine;
-    try {
-      fn(0, threads());
-    } catch (...) {
-      mine = std::current_exception();
+    for (;;) {
+      std::size_t part = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (job.next == job.parts) break;
+        part = claim(job);
+      }
+      perform(job, part);
     }
     std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return remaining_ == 0; });
-    job_ = nullptr;
-    if (mine) std::rethrow_exception(mine);
-    for (const std::exception_ptr& e : errors_) {
+    finished_.wait(lock, [&] { return job.done == job.parts; });
+    for (const std::exception_ptr& e : job.errors) {
       if (e) std::rethrow_exception(e);
     }
   }
 
  private:
+  // One call of each(): its parts are claimed in order, by its caller and
+  // the helpers, and it ends when every part is done. Lives on the
+  // caller's stack; `next`, `done` and `errors` under mutex_.
+  struct Job {
+    Job(const std::function<void(std::size_t, std::size_t)>& f, std::size_t n) : fn(&f), parts(n), errors(n) {}
+    const std::function<void(std::size_t, std::size_t)>* fn;
+    std::size_t parts;
+    std::size_t next = 0;  // parts claimed
+    std::size_t done = 0;  // parts returned
+    std::vector<std::exception_ptr> errors;  // [part]: what its call threw
+  };
+
   // Copies share `part` of `parts` of the bytes of `copies`, taken as one
   // concatenated range, in 64-byte-aligned pieces.
   static void share(const std::vector<Copy>& copies, std::size_t total, std::size_t part, std::size_t parts) {
@@ -106,40 +127,82 @@ class CopyTeam {
     }
   }
 
-  void help(std::size_t part) {
-    std::size_t seen = 0;
+  // Takes `job`'s next part; a job with none left leaves the open list.
+  // Under mutex_.
+  std::size_t claim(Job& job) {
+    const std::size_t part = job.next++;
+    if (job.next == job.parts) open_.erase(std::find(open_.begin(), open_.end(), &job));
+    return part;
+  }
+
+  // Runs one part and counts it done. Nothing of `job` is touched after
+  // the count: the last part done lets its caller return.
+  void perform(Job& job, std::size_t part) {
+    std::exception_ptr error;
+    try {
+      (*job.fn)(part, job.parts);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      job.errors[part] = std::move(error);
+      ++job.done;
+    }
+    finished_.notify_all();  // callers wait on one condition variable
+  }
+
+  void stop() noexcept {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    go_.notify_all();
+    for (std::thread& t : helpers_) t.join();
+  }
+
+  void help() {
     for (;;) {
-      const std::function<void(std::size_t, std::size_t)>* job;
+      Job* job = nullptr;
+      std::size_t part = 0;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        go_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        go_.wait(lock, [&] { return stop_ || !open_.empty(); });
         if (stop_) return;
-        seen = generation_;
-        job = job_;
+        job = open_.front();
+        part = claim(*job);
       }
-      std::exception_ptr error;
-      try {
-        (*job)(part, threads());
-      } catch (...) {
-        error = std::current_exception();
-      }
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        errors_[part] = error;
-        --remaining_;
-      }
-      finished_.notify_one();
+      perform(*job, part);
     }
   }
 
   std::mutex mutex_;
   std::condition_variable go_, finished_;
-  const std::function<void(std::size_t, std::size_t)>* job_ = nullptr;
-  std::vector<std::exception_ptr> errors_;  // [part]: what the part's call threw
-  std::size_t remaining_ = 0;
-  std::size_t generation_ = 0;
+  std::deque<Job*> open_;  // calls with parts unclaimed, oldest first
   bool stop_ = false;
   std::vector<std::thread> helpers_;  // last: started after the state they use
+};
+
+/// One CopyTeam of `threads`, made when first asked for and shared by all
+/// who ask: a spread's members (each host lane of each member) and its
+/// deliverer, so that a spread stages with one team, whatever its members'
+/// count. Thread-safe.
+class SharedCopyTeam {
+ public:
+  explicit SharedCopyTeam(int threads) : threads_(threads) {}
+  int threads() const noexcept { return threads_; }
+  /// The team; its threads start with the first call. Throws what starting
+  /// a thread throws.
+  std::shared_ptr<CopyTeam> get() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!team_) team_ = std::make_shared<CopyTeam>(threads_);
+    return team_;
+  }
+
+ private:
+  const int threads_;
+  std::mutex mutex_;
+  std::shared_ptr<CopyTeam> team_;
 };
 
 }  // namespace chunkpipe::detail

@@ -25,6 +25,7 @@
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/detail/coalescer.hpp>
+#include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/hold_after.cuh>
@@ -151,6 +152,10 @@ class CudaRunner {
   /// The next profiled run records a fresh zero for Report::clock_ms.
   /// Runs in flight keep theirs. Never blocks beyond the issue lock.
   void restart_profile_clock() { issuer_.restart_profile_clock(); }
+
+  /// Staged runs copy with a spread's team from now on (the first run that
+  /// stages starts it); call before such a run.
+  void share_copy_team(std::shared_ptr<SharedCopyTeam> team) { issuer_.share_copy_team(std::move(team)); }
 
   /// Waits for every run queued so far, ignoring their errors (their
   /// tickets report them). Blocks.

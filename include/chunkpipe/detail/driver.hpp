@@ -97,6 +97,12 @@ struct RunAccess {
   static std::function<void()> hold(Pipeline& p, const Order& order) {
     return p.hold_order(order);
   }
+  /// `p`'s staged runs copy with `team` (a spread's SharedCopyTeam, shared
+  /// by its members) from now on. Call before p's first staged run.
+  template <class Pipeline, class Team>
+  static void share_copy_team(Pipeline& p, Team team) {
+    p.share_copy_team(std::move(team));
+  }
 };
 
 /// What one op does within its run.

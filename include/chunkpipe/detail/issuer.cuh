@@ -18,6 +18,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/run_ticket.cuh>
+#include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -198,6 +199,12 @@ class Issuer {
   void restart_profile_clock() {
     std::lock_guard<std::mutex> lock(mutex_);
     exec_.restart_clock();
+  }
+
+  /// Staged runs copy with `team` (StreamExecutor::share_copy_team).
+  void share_copy_team(std::shared_ptr<SharedCopyTeam> team) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    exec_.share_copy_team(std::move(team));
   }
 
   /// The most recent graph built, with its edges read back (Options::record_issued).

@@ -75,6 +75,7 @@
 #include <chunkpipe/detail/spread_flow.hpp>
 #include <chunkpipe/detail/spread_queue.hpp>
 #include <chunkpipe/detail/spread_report.hpp>
+#include <chunkpipe/detail/spread_runs.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
 #include <chunkpipe/detail/slots.hpp>  // has_finish, has_abort
@@ -85,7 +86,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstring>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -131,6 +131,9 @@ struct is_chunk_fn<ChunkFn<F, X...>> : std::true_type {};
 /// host_backend.hpp):
 ///   template <class T> using piece_buffer = ...;  // SpreadEngine's Buffer
 ///   using order = ...;  // what that backend's after(...) gives
+///   static void share_copy_team(Member&, std::shared_ptr<SharedCopyTeam>);
+///     // the member's staged copies go to the spread's one team (or not:
+///     // a backend that stages nothing ignores it)
 /// and RunAccess::hold(member, order) takes such an order when a run is
 /// queued, as a wait for the spread's thread.
 template <class Member>
@@ -165,6 +168,34 @@ struct folding_maker<Stage, true> {
   using type = std::function<std::shared_ptr<Folding<typename fold_traits<Stage>::result>>()>;
 };
 
+/// Throws config_error unless `options` can make a spread: Options that
+/// one pipeline takes, with devices listed, device left at -1 and staging
+/// other than registered.
+inline void validate_spread_options(const Options& options) {
+  validate_options(options);
+  if (options.devices.empty()) {
+    throw config_error("chunkpipe: a spread pipeline needs Options::devices (one entry per member pipeline)");
+  }
+  if (options.device != -1) {
+    throw config_error("chunkpipe: a spread pipeline takes its devices from Options::devices; leave "
+                       "Options::device at -1 (got " + std::to_string(options.device) + ")");
+  }
+  if (options.staging == Staging::registered) {
+    throw config_error("chunkpipe: a spread pipeline does not take Staging::registered; register the ranges "
+                       "yourself (cudaHostRegister) and mark them pinned, or let it stage");
+  }
+}
+
+/// Threads in a spread's one copy team (SharedCopyTeam), which every
+/// member's staged copies and the deliverer's copies share: as many as one
+/// pipeline of these options stages with (Options::host_threads, or the
+/// default, for each direction), whatever the members' count: the host's
+/// memory, not the members, bounds staged runs, and teams of each member's
+/// own would multiply the threads, not the bandwidth.
+inline int spread_copy_threads(const Options& options) {
+  return 2 * (options.host_threads > 0 ? options.host_threads : default_host_threads());
+}
+
 template <class Member, template <class> class Buffer>
 class SpreadEngine {
   static_assert(member_front<Member>::spreadable,
@@ -190,27 +221,17 @@ class SpreadEngine {
   // face (chunkpipe::Spread, spread.hpp), which holds one of these.
   template <class... S>
   explicit SpreadEngine(const Options& options, const S&... stages)
-      : options_(options),
-        pools_(options.pinned_memory, options.host_threads > 0 ? options.host_threads : default_host_threads()),
+      : options_(validated(options)),  // first: the rest reads it
+        pools_(options_.pinned_memory,
+               std::make_shared<SharedCopyTeam>(::chunkpipe::detail::spread_copy_threads(options_))),
         queue_([this](SpreadQueue::Job& job) { return start(job); }, this) {
     static_assert(sizeof...(S) == Front::stage_count, "chunkpipe: a spread pipeline takes one argument per stage");
-    validate_options(options);
-    if (options.devices.empty()) {
-      throw config_error("chunkpipe: a spread pipeline needs Options::devices (one entry per member pipeline)");
-    }
-    if (options.device != -1) {
-      throw config_error("chunkpipe: a spread pipeline takes its devices from Options::devices; leave "
-                         "Options::device at -1 (got " + std::to_string(options.device) + ")");
-    }
-    if (options.staging == Staging::registered) {
-      throw config_error("chunkpipe: a spread pipeline does not take Staging::registered; register the ranges "
-                         "yourself (cudaHostRegister) and mark them pinned, or let it stage");
-    }
     for (int d : options.devices) {
       Options o = options;
       o.devices.clear();
       o.device = d;
       members_.push_back(std::make_unique<Member>(o, stages...));
+      spread_member<Member>::share_copy_team(*members_.back(), pools_.shared_team());
     }
     per_record_ = RunAccess::per_record(*members_.front());
     lanes_.emplace(members_.size(), this);
@@ -228,9 +249,9 @@ class SpreadEngine {
 
   // Waits for every run queued to complete, then lets go of the members.
   ~SpreadEngine() {
-    queue_.close();          // every queued run started
-    open_runs_.wait_idle();  // the last flowing runs complete while the spread is whole
-    handout_.reset();        // then the threads go, before anything they use
+    queue_.close();               // every queued run started
+    flowing_.runs().wait_idle();  // the last flowing runs complete while the spread is whole
+    handout_.reset();             // then the threads go, before anything they use
     lanes_.reset();
   }
   SpreadEngine(const SpreadEngine&) = delete;
@@ -253,7 +274,7 @@ class SpreadEngine {
     auto outs = as_outputs(std::forward<Out>(out));
     // A counted run's outputs may have any length (run_packed_out).
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
-    RunRanges ranges = check_overlaps(ins, outs);
+    RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, outs);
     std::vector<std::function<void()>> after = take_after();  // once the run is known good
     if constexpr (!counted_ && !is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
       // Ranges in, ranges out: the run may continue into the runs before
@@ -261,15 +282,18 @@ class SpreadEngine {
       // run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
+        auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
+          start_flow(state, std::move(ins), std::move(outs), n, r);
+        };
         return enqueue(state,
-                       std::make_unique<FlowJob<decltype(ins), decltype(outs)>>(
-                           *this, state, std::move(ins), std::move(outs), n, std::move(ranges)),
+                       std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(last_, flowing_.runs(), state,
+                                                                                std::move(begin), std::move(ranges)),
                        std::move(after));
       }
     }
     return enqueue<RunResult>(
         [this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
-          Outcome o = run_sides(std::move(ins), std::move(outs), n);
+          SpreadOutcome o = run_sides(std::move(ins), std::move(outs), n);
           RunResult value{};
           if constexpr (counted_) {
             value = o.summary.written;
@@ -296,19 +320,19 @@ class SpreadEngine {
     std::vector<std::function<void()>> after = take_after();
     return enqueue<R>(
         [this, ins = std::move(ins), n]() mutable {
-      const std::shared_ptr<Folding<R>> folding = make_folding_();
-      const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
-      auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
-        // The spread's own buffer, kept from run to run: the records are
-        // folded below, before the next run on this thread can reuse it.
-        void* at = pools_.records(std::max<std::size_t>(bytes, 1));
-        return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
-      });
-      Outcome o = outs.ranges ? run_sides(std::move(ins), std::move(*outs.ranges), n)
-                              : run_sides(std::move(ins), std::move(*outs.sink), n);
-      R value = folding->result();
-      return std::make_pair(std::move(value), std::move(o));
-    },
+          const std::shared_ptr<Folding<R>> folding = make_folding_();
+          const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
+          auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
+            // The spread's own buffer, kept from run to run: the records are
+            // folded below, before the next run on this thread can reuse it.
+            void* at = pools_.records(std::max<std::size_t>(bytes, 1));
+            return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
+          });
+          SpreadOutcome o = outs.ranges ? run_sides(std::move(ins), std::move(*outs.ranges), n)
+                                        : run_sides(std::move(ins), std::move(*outs.sink), n);
+          R value = folding->result();
+          return std::make_pair(std::move(value), std::move(o));
+        },
         std::move(after));
   }
 
@@ -317,103 +341,28 @@ class SpreadEngine {
   template <class M = Member, std::enable_if_t<has_report<M>::value, int> = 0>
   Report report() const { return last_.report(options_.profile); }
 
-  // The members' names in reports: "m0 (device 0)".
-  std::vector<std::string> member_names() const {
-    std::vector<std::string> names;
-    for (std::size_t m = 0; m < options_.devices.size(); ++m) {
-      names.push_back("m" + std::to_string(m) + " (device " + std::to_string(options_.devices[m]) + ")");
-    }
-    return names;
-  }
+  std::vector<std::string> member_names() const { return ::chunkpipe::detail::spread_member_names(options_.devices); }
 
  private:
-  // What one run came to, besides its result.
-  struct Outcome {
-    SpreadSummary summary;
-    std::optional<Report> report;
-  };
-
-  using Job = SpreadQueue::Job;
-  // A run that keeps to itself: its body runs it to the end (and returns
-  // its result and Outcome) once every run before it is complete. Runs
-  // with a Source, a Sink, a count or a fold, and profiled runs.
-  template <class R, class Body>
-  struct JobOf final : Job {
-    JobOf(SpreadEngine& s, std::shared_ptr<SpreadRunState<R>> st, Body b)
-        : spread(s), state(std::move(st)), body(std::in_place, std::move(b)) {}
-    bool run() noexcept override {
-      spread.last_.started(state->place);
-      std::optional<std::pair<R, Outcome>> done;
-      std::exception_ptr error;
-      try {
-        done.emplace((*body)());
-      } catch (...) {
-        error = std::current_exception();
-      }
-      // The run lets go of its Source and Sink (and the ranges) before its
-      // ticket says it is complete, as one pipeline's does.
-      try {
-        body.reset();
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-      if (error) {
-        state->fail(std::move(error));
-        return true;
-      }
-      spread.last_.completed(state->place, done->second.summary, done->second.report);
-      state->succeed(std::move(done->first), std::move(done->second.summary), std::move(done->second.report));
-      return true;
-    }
-    SpreadEngine& spread;
-    std::shared_ptr<SpreadRunState<R>> state;
-    std::optional<Body> body;  // may hold a move-only Source or Sink
-  };
-  // A run of ranges in and ranges out, which may start while the runs
-  // before it still have pieces in flight (start_flow).
-  template <class InSide, class OutSide>
-  struct FlowJob final : Job {
-    FlowJob(SpreadEngine& s, std::shared_ptr<SpreadRunState<RunResult>> st, InSide i, OutSide o, std::size_t n,
-            RunRanges r)
-        : spread(s), state(std::move(st)), ins(std::move(i)), outs(std::move(o)), n(n), ranges(std::move(r)) {
-      this->flows = &ranges;
-    }
-    bool run() noexcept override {
-      spread.last_.started(state->place);
-      try {
-        spread.start_flow(state, std::move(ins), std::move(outs), n, ranges);
-        return false;
-      } catch (...) {
-        // Nothing of it was issued (start_flow). It fails once the runs
-        // before it completed, so tickets still become ready in order.
-        std::exception_ptr e = std::current_exception();
-        spread.open_runs_.wait_idle();
-        state->fail(std::move(e));
-        return true;
-      }
-    }
-    SpreadEngine& spread;
-    std::shared_ptr<SpreadRunState<RunResult>> state;
-    InSide ins;
-    OutSide outs;
-    std::size_t n;
-    RunRanges ranges;
-  };
-
-  // Queues `body` (returning the run's result and Outcome) behind the runs
+  // Queues `body` (returning the run's result and SpreadOutcome) behind the runs
   // queued before, starting the run thread with the first. Throws only
   // std::bad_alloc and std::system_error, with nothing queued.
   template <class R, class Body>
   SpreadTicket<R> enqueue(Body body, std::vector<std::function<void()>> after) {
     auto state = std::make_shared<SpreadRunState<R>>(this);
-    return enqueue(state, std::make_unique<JobOf<R, Body>>(*this, state, std::move(body)), std::move(after));
+    return enqueue(state, std::make_unique<KeptRunJob<R, Body>>(last_, state, std::move(body)), std::move(after));
   }
   template <class R>
-  SpreadTicket<R> enqueue(std::shared_ptr<SpreadRunState<R>> state, std::unique_ptr<Job> job,
+  SpreadTicket<R> enqueue(std::shared_ptr<SpreadRunState<R>> state, std::unique_ptr<SpreadQueue::Job> job,
                           std::vector<std::function<void()>> after) {
     job->after = std::move(after);
     queue_.push(std::move(job), &state->place);
     return SpreadTicket<R>(std::move(state));
+  }
+
+  static const Options& validated(const Options& options) {
+    ::chunkpipe::detail::validate_spread_options(options);
+    return options;
   }
 
   // What a run ordered after nothing waits for.
@@ -449,30 +398,9 @@ class SpreadEngine {
   // meet an unfinished run's where either writes. The members' threads
   // take the pieces (Handout) and their lanes finish them (MemberLanes),
   // completing flowing runs (OpenRuns).
-  bool start(Job& job) {
-    if (!may_flow(job)) open_runs_.wait_idle();  // every run started before is complete
+  bool start(SpreadQueue::Job& job) {
+    if (!flowing_.may_flow(job.flows)) flowing_.runs().wait_idle();  // every run started before is complete
     return job.run();
-  }
-
-  // Whether `job` may start while the runs started before it are not
-  // complete: it flows, and none of its ranges meets an unfinished run's
-  // where either writes (a run that reads what another writes, or writes
-  // what another reads or writes, waits for it, as one pipeline's derived
-  // waits order them). On the run thread.
-  bool may_flow(const Job& job) {
-    while (!open_ranges_.empty() && (!open_ranges_.front().first || open_ranges_.front().first->completed())) {
-      open_ranges_.pop_front();
-    }
-    if (job.flows == nullptr) return false;
-    for (const auto& [open, ranges] : open_ranges_) {
-      if (!open || open->completed()) continue;
-      for (const RangeRef& a : job.flows->ranges()) {
-        for (const RangeRef& b : ranges.ranges()) {
-          if ((a.output || b.output) && a.overlaps(b)) return false;
-        }
-      }
-    }
-    return true;
   }
 
   // Starts a flowing run: the members' threads take its pieces once they
@@ -488,21 +416,12 @@ class SpreadEngine {
     const std::size_t limit = (n + piece - 1) / piece;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
     auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, limit);
-    open_ranges_.emplace_back(nullptr, ranges);
-    std::shared_ptr<OpenRuns::Run> open;
-    try {
-      open = open_runs_.open(flow_completion(r, state));
-    } catch (...) {
-      open_ranges_.pop_back();
-      throw;
-    }
-    open_ranges_.back().first = open;
-    r->open = std::move(open);
+    r->open = flowing_.open(ranges, flow_completion(r, state));
     try {
       handout_->start(r);
     } catch (...) {  // no member will take it: it is sealed with its error
       r->book.stop(std::current_exception());
-      open_runs_.seal(*r->open);
+      flowing_.runs().seal(*r->open);
     }
   }
 
@@ -535,7 +454,7 @@ class SpreadEngine {
   // two sides, checked when it was queued (a folding run's outputs are the
   // spread's own records, which need no check). On the run thread.
   template <class InSide, class OutSide>
-  Outcome run_sides(InSide ins, OutSide outs, std::size_t n) {
+  SpreadOutcome run_sides(InSide ins, OutSide outs, std::size_t n) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
     constexpr bool sourced = is_source<decltype(ins)>::value;
@@ -553,7 +472,7 @@ class SpreadEngine {
       for (auto& m : members_) RunAccess::restart_profile_clock(*m);
     }
     r.go();
-    Outcome o;
+    SpreadOutcome o;
     o.summary = r.summary;
     if (has_report<Member>::value && options_.profile) {
       // One link for the floor where every member is the same device.
@@ -565,54 +484,6 @@ class SpreadEngine {
     return o;
   }
 
-  // Ranges that overlap are refused for the whole run, as one pipeline
-  // refuses them, before any piece runs: the members see only their pieces.
-  // Returns the run's ranges (none for a Source or a Sink side).
-  template <class InSide, class OutSide>
-  static RunRanges check_overlaps(const InSide& ins, const OutSide& outs) {
-    if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
-      auto direct = [](const auto&) { return false; };
-      RunRanges ranges(make_endpoints(ins, outs, direct));
-      check_run_ranges(ranges);
-      return ranges;
-    } else {
-      return RunRanges(Endpoints{});
-    }
-  }
-
-  template <class T>
-  struct is_source : ::chunkpipe::detail::is_source<std::decay_t<T>> {};
-  template <class T>
-  struct is_sink : ::chunkpipe::detail::is_sink<std::decay_t<T>> {};
-
-  // The functor of a Source or Sink side (int for ranges, which have none).
-  template <class X>
-  struct callback_of {
-    using type = int;
-  };
-  template <class T, class F>
-  struct callback_of<Source<T, F>> {
-    using type = F;
-  };
-  template <class U, class F>
-  struct callback_of<Sink<U, F>> {
-    using type = F;
-  };
-
-  template <class T>
-  struct types_tuple;
-  template <class... T>
-  struct types_tuple<types<T...>> {
-    using type = std::tuple<T...>;
-  };
-
-  template <class T>
-  struct first_type;
-  template <class T, class... R>
-  struct first_type<types<T, R...>> {
-    using type = T;
-  };
-
   // One spread run over its two sides (detail/spread_run.inl).
   template <class InSide, class OutSide>
   struct Run;
@@ -622,10 +493,7 @@ class SpreadEngine {
 
   Options options_;
   std::vector<std::unique_ptr<Member>> members_;
-  // The flowing runs started and not complete, and (on the run thread)
-  // their ranges.
-  OpenRuns open_runs_;
-  std::deque<std::pair<std::shared_ptr<OpenRuns::Run>, RunRanges>> open_ranges_;
+  FlowingRuns flowing_;  // the flowing runs started and not complete
   std::size_t per_record_ = 1;  // input elements per output record
   FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
   PiecePools<Buffer> pools_;     // piece buffers and records, kept from run to run

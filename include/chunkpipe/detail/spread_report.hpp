@@ -22,6 +22,16 @@ struct PieceReport {
   Report report;
 };
 
+/// The members' names in a spread's reports, one per entry of `devices`:
+/// "m0 (device 0)".
+inline std::vector<std::string> spread_member_names(const std::vector<int>& devices) {
+  std::vector<std::string> names;
+  for (std::size_t m = 0; m < devices.size(); ++m) {
+    names.push_back("m" + std::to_string(m) + " (device " + std::to_string(devices[m]) + ")");
+  }
+  return names;
+}
+
 /// A spread run's report from its pieces' reports: every op on one time
 /// axis, each piece's moved by where it sits on its member's profiling
 /// clock (Report::clock_ms) and the members' clocks lined up at their

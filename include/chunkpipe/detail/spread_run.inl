@@ -122,7 +122,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       MemberLanes::Entry entry = MemberLanes::entry(
           [self = this->shared_from_this(), m, p, ticket] { self->finish_piece(m, p, **ticket); });
       ticket->emplace(issue(*spread.members_[m], p));
-      if (open) spread.open_runs_.issued(*open);  // counted before the lane can finish it
+      if (open) spread.flowing_.runs().issued(*open);  // counted before the lane can finish it
       spread.lanes_->push(m, std::move(entry));
       {
         std::lock_guard<std::mutex> lock(summary_mutex);
@@ -139,7 +139,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     if (open) {
       summary.elems = n;  // a flowing run: its pieces finish later, and complete it
       summary.chunks = (n + chunk - 1) / chunk;
-      spread.open_runs_.seal(*open);
+      spread.flowing_.runs().seal(*open);
       return;
     }
     {
@@ -161,7 +161,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       } catch (...) {  // the first error is the one the caller gets
       }
     }
-    if (open) spread.open_runs_.finished(*open);
+    if (open) spread.flowing_.runs().finished(*open);
   }
 
   // Takes the next piece (PieceBook::try_take); for a Source, reads it
@@ -374,7 +374,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     }
     packed.emitted = base + got;
   }
-  // Shared by the spread's delivery team: one thread's memcpy of what a
+  // Shared with the spread's copy team: one thread's memcpy of what a
   // piece kept would be slower than the members fill pieces.
   template <std::size_t... O>
   void copy_piece(std::size_t p, std::size_t at, std::size_t count, std::index_sequence<O...>) {
@@ -382,7 +382,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     std::vector<Copy> copies{Copy{static_cast<void*>(std::get<O>(outs.spans).data + at),
                                   out_buffer<std::tuple_element_t<O, spans_t>>(p, O),
                                   count * sizeof(std::tuple_element_t<O, spans_t>)}...};
-    spread.pools_.delivery_team().copy(copies);
+    spread.pools_.copy_team().copy(copies);
   }
 
 
@@ -408,8 +408,8 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   // The user's Source and Sink, called in windows; the Source's end tells
   // the Sink where the output ends.
   std::shared_ptr<WindowEnd> window_end = std::make_shared<WindowEnd>();
-  std::optional<SourceWindows<in_t, typename callback_of<InSide>::type>> source_windows;
-  std::optional<SinkWindows<out_t, typename callback_of<OutSide>::type>> sink_windows;
+  std::optional<SourceWindows<in_t, typename side_callback<InSide>::type>> source_windows;
+  std::optional<SinkWindows<out_t, typename side_callback<OutSide>::type>> sink_windows;
   Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
   std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
   std::mutex read_mutex, summary_mutex;

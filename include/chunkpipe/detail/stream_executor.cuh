@@ -120,6 +120,11 @@ class StreamExecutor {
 
   /// The next profiled run records a new zero (runs in flight keep theirs).
   void restart_clock() noexcept { clock_zero_.reset(); }
+
+  /// Host lanes made from now on copy with `team` (a spread's, shared by
+  /// its members) instead of a team of their own: call before the first
+  /// run that stages.
+  void share_copy_team(std::shared_ptr<SharedCopyTeam> team) noexcept { shared_team_ = std::move(team); }
   std::size_t device_queues() const noexcept { return device_queues_; }
 
   void begin_run(Run& run, std::size_t first_chunk) {
@@ -368,7 +373,7 @@ class StreamExecutor {
   struct HostLane {
     Stream dma;  // first, so it outlives the worker that uses it
     std::unique_ptr<HostQueue<HostTask>> queue;
-    std::unique_ptr<CopyTeam> team;
+    std::shared_ptr<CopyTeam> team;  // its own, or the spread's (share_copy_team)
     std::vector<Copy> scratch;
   };
 
@@ -447,10 +452,14 @@ class StreamExecutor {
   HostLane& lane_of(int queue) {
     HostLane& lane = host_[static_cast<std::size_t>(queue) - device_queues_];
     if (!lane.queue) {
-      // Host workers start with the first run that stages this side.
+      // Host workers start with the first run that stages this side. The
+      // queue last: a lane with a queue has all it needs, even if making
+      // the rest threw.
+      std::shared_ptr<CopyTeam> team = shared_team_ ? shared_team_->get() : std::make_shared<CopyTeam>(host_threads_);
+      Stream dma = Stream::create();
+      lane.team = std::move(team);
+      lane.dma = std::move(dma);
       lane.queue = std::make_unique<HostQueue<HostTask>>();
-      lane.team = std::make_unique<CopyTeam>(host_threads_);
-      lane.dma = Stream::create();
     }
     return lane;
   }
@@ -500,6 +509,7 @@ class StreamExecutor {
   std::tuple<Stages...>* stages_;
   int device_;
   int host_threads_;
+  std::shared_ptr<SharedCopyTeam> shared_team_;  // a spread's, for every host lane; null: each its own
   std::shared_ptr<Health> health_;
   std::shared_ptr<EventPool> pool_;
   SlotMemory mem_;
