@@ -4,8 +4,8 @@
 // (an IssueWorker's, started by the first) starts them in that order. A
 // run is complete when the thread says so (a run that keeps to itself) or
 // later, when its last piece finishes (a flowing run); either way it is
-// retired in queue order, which is what a blocking run() waits for. Host-only; tested on the CPU
-// through the spreads of the host backend.
+// retired in queue order, which is what a blocking run() waits for.
+// Host-only; tested on the CPU through the spreads of the host backend.
 #pragma once
 
 #include <chunkpipe/spread_ticket.hpp>  // spread_of_this_thread
