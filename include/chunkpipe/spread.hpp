@@ -40,10 +40,12 @@ namespace chunkpipe {
 /// Source is read and a Sink fed in chunk order, as by one pipeline, and
 /// the chunk numbers, offsets and counts that they and a ChunkFn's context
 /// see are the run's. Takes Map, ChunkFn, record stages (Reduce,
-/// Accumulate, PerChunk), Filter and Emit; not a Scan, whose carry would
-/// pass from member to member. A Reduce or Accumulate run returns one
-/// pipeline's result to the bit; a Filter or Emit run packs what one
-/// pipeline packs and returns its count.
+/// Accumulate, PerChunk), Filter, Emit and Scan. A Reduce or Accumulate run
+/// returns one pipeline's result to the bit; a Filter or Emit run packs what
+/// one pipeline packs and returns its count; a Scan run writes one
+/// pipeline's bits, all its pieces on the one member that takes its first
+/// (the carry passes from piece to piece in that member's schedule), so one
+/// Scan run goes at one member's rate while queued ones use the others.
 ///
 /// `Member` is ChunkedPipeline<Stages...> (SpreadPipeline) or
 /// HostPipeline<Stages...> (HostSpreadPipeline). Each member has its own

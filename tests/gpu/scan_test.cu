@@ -4,7 +4,8 @@
 // every policy, depth, grain and executor, over pinned, pageable and
 // Source inputs and into Sinks; integer prefixes are exact and every run of
 // a stream of runs starts from init; the ops as issued pass the hazard
-// check with their carry waits.
+// check with their carry waits. A spread's Scan gives one pipeline's bits,
+// each run's pieces on one member.
 #include <chunkpipe/host_backend.hpp>
 #include <chunkpipe/pipeline.cuh>
 
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -142,5 +144,78 @@ TEST_CASE("a Scan over pageable memory, a Source, a Sink and a stream of runs", 
     for (std::size_t i = 0; i < ins[b].size(); ++i) wrong += outs[b][i] == (s += ins[b][i]) ? 0 : 1;
     INFO("run " << b);
     CHECK(wrong == 0);
+  }
+}
+
+TEST_CASE("a Scan spread over the same GPU once and twice gives one pipeline's bits", "[gpu][scan][spread]") {
+  int dev = 0;
+  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&dev));
+  const std::size_t segment = 2048;
+  const Options base{.chunk_elems = segment * 8, .depth = 3, .policy = Policy::slot_streams};  // units of the window
+  auto one = make_pipeline(base, map(Scale{0.5f}), scan(1.f, Plus{}, segment));
+  for (const std::vector<int>& devices : {std::vector<int>{dev}, std::vector<int>{dev, dev}}) {
+    Options o = base;
+    o.devices = devices;
+    SpreadPipeline<Map<Scale>, Scan<float, Plus>> spread(o, map(Scale{0.5f}), scan(1.f, Plus{}, segment));
+    const std::size_t piece = spread.piece_elems();
+    const std::size_t n = 5 * piece + 7777;  // six pieces, the last short
+    INFO(devices.size() << " members, " << n << " elements");
+    const std::vector<float> x = noisy(n, 23);
+    PinnedArray<float> in(n), want(n), out(n);
+    std::copy(x.begin(), x.end(), in.begin());
+    std::fill(want.begin(), want.end(), -7.5e30f);
+    one.run(in, want);
+    for (int round = 0; round < 2; ++round) {  // the second from init again
+      std::fill(out.begin(), out.end(), -7.5e30f);
+      const SpreadSummary s = spread.run(in, out);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) wrong += bits(out[i]) == bits(want[i]) ? 0 : 1;
+      CHECK(wrong == 0);
+      CHECK(std::count_if(s.pieces.begin(), s.pieces.end(), [](std::size_t k) { return k != 0; }) == 1);
+      CHECK(std::accumulate(s.pieces.begin(), s.pieces.end(), std::size_t{0}) == 6);
+    }
+    // Pageable in and out (each member stages), and a Source into a Sink.
+    std::vector<float> y(n, -1.f);
+    spread.run(x, y);
+    CHECK(mismatches(y.data(), std::vector<float>(want.begin(), want.end())) == 0);
+    std::size_t next = 0;
+    auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
+      const std::size_t k = std::min(slot.size(), x.size() - next);
+      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(next), k, slot.begin());
+      next += k;
+      return k;
+    });
+    std::vector<float> got(n, -1.f);
+    std::size_t delivered = 0;
+    spread.run(src, sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+      REQUIRE(offset == delivered);
+      std::copy(d.begin(), d.end(), got.begin() + static_cast<std::ptrdiff_t>(offset));
+      delivered += d.size();
+    }));
+    CHECK(delivered == n);
+    CHECK(mismatches(got.data(), std::vector<float>(want.begin(), want.end())) == 0);
+    // Queued runs flow beside each other, each on one member, each its own
+    // prefix.
+    std::vector<PinnedArray<float>> ins, outs, wants;
+    for (std::size_t b = 0; b < 4; ++b) {
+      const std::size_t len = piece * (b + 1) + 1000 * b + 1;
+      ins.emplace_back(len);
+      outs.emplace_back(len);
+      wants.emplace_back(len);
+      const std::vector<float> v = noisy(len, static_cast<unsigned>(b + 90));
+      std::copy(v.begin(), v.end(), ins.back().begin());
+      std::fill(outs.back().begin(), outs.back().end(), -7.5e30f);
+      one.run(ins.back(), wants.back());
+    }
+    std::vector<SpreadTicket<SpreadSummary>> tickets;
+    for (std::size_t b = 0; b < ins.size(); ++b) tickets.push_back(spread.run_async(ins[b], outs[b]));
+    for (std::size_t b = 0; b < ins.size(); ++b) {
+      const SpreadSummary s = tickets[b].get();
+      INFO("queued run " << b);
+      CHECK(std::count_if(s.pieces.begin(), s.pieces.end(), [](std::size_t k) { return k != 0; }) == 1);
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < ins[b].size(); ++i) wrong += bits(outs[b][i]) == bits(wants[b][i]) ? 0 : 1;
+      CHECK(wrong == 0);
+    }
   }
 }

@@ -9,6 +9,7 @@
 #include <chunkpipe/host_backend.hpp>
 
 #include "catch.hpp"
+#include "float_data.hpp"
 #include "ordered_sink.hpp"
 #include "replay.hpp"
 #include "thrown.hpp"
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -30,6 +32,7 @@
 #include <vector>
 
 using namespace chunkpipe;
+using test_support::bits;
 using test_support::contains;
 using test_support::OrderedSink;
 using test_support::SinkLog;
@@ -793,6 +796,80 @@ TEST_CASE("a spread Emit sees the run's chunk numbers and offsets and packs its 
   CHECK(bits == want_bits);
   CHECK(std::memcmp(at.data(), want_at.data(), n * sizeof(double)) == 0);
   CHECK(spread.last_summary().in_place >= 1);
+}
+
+namespace {
+struct AddF {
+  CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+};
+template <class T>
+std::vector<T> poisoned(std::size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), 0x7f, n * sizeof(T));
+  return v;
+}
+}  // namespace
+
+TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one member, in order", "[spread][scan]") {
+  using Member = HostPipeline<Scan<float, AddF>>;
+  const Options base{.chunk_elems = 1024, .depth = 3};
+  const std::size_t piece = HostSpreadPipeline<Scan<float, AddF>>::piece_units * base.chunk_elems;
+  const std::size_t n = 3 * piece + 555;  // four pieces, the last short
+  const std::vector<float> x = test_support::noisy(n, 41);
+  Member one(base, scan(0.5f, AddF{}, 512));
+  std::vector<float> want = poisoned<float>(n);
+  one.run(pinned(x), pinned(want));
+  // (scan_test.cpp checks one pipeline's bits against the documented order.)
+  std::size_t unwritten = 0;
+  for (std::size_t i = 0; i < n; ++i) unwritten += bits(want[i]) == bits(poisoned<float>(1)[0]) ? 1 : 0;
+  REQUIRE(unwritten == 0);
+  for (const std::vector<int>& devices : {std::vector<int>{0}, std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}}) {
+    Options o = base;
+    o.devices = devices;
+    HostSpreadPipeline<Scan<float, AddF>> spread(o, scan(0.5f, AddF{}, 512));
+    INFO(devices.size() << " members");
+    REQUIRE(spread.piece_elems() == piece);
+    // Ranges in and out, twice: the second run starts from init again.
+    for (int round = 0; round < 2; ++round) {
+      std::vector<float> y = poisoned<float>(n);
+      const SpreadSummary s = spread.run(pinned(x), pinned(y));
+      std::size_t wrong = 0;
+      for (std::size_t i = 0; i < n; ++i) wrong += bits(y[i]) == bits(want[i]) ? 0 : 1;
+      CHECK(wrong == 0);
+      CHECK(std::count_if(s.pieces.begin(), s.pieces.end(), [](std::size_t k) { return k != 0; }) == 1);
+      CHECK(std::accumulate(s.pieces.begin(), s.pieces.end(), std::size_t{0}) == 4);
+    }
+    // A Source and a Sink, called in chunk order with the run's offsets.
+    std::vector<float> got = poisoned<float>(n);
+    std::size_t delivered = 0;
+    spread.run(test_support::replay(x), sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+      REQUIRE(offset == delivered);
+      std::memcpy(got.data() + offset, d.data(), d.size() * sizeof(float));
+      delivered += d.size();
+    }));
+    REQUIRE(delivered == n);
+    std::size_t wrong = 0;
+    for (std::size_t i = 0; i < n; ++i) wrong += bits(got[i]) == bits(want[i]) ? 0 : 1;
+    CHECK(wrong == 0);
+    // Queued runs of other lengths and data flow beside each other, each on
+    // one member (the others take the runs after it), each its own prefix.
+    std::vector<std::vector<float>> ins, outs, wants;
+    for (std::size_t b = 0; b < 5; ++b) {
+      ins.push_back(test_support::noisy(piece * (b % 3 + 1) + 100 * b + 1, static_cast<unsigned>(b + 50)));
+      outs.push_back(poisoned<float>(ins.back().size()));
+      wants.push_back(poisoned<float>(ins.back().size()));
+      one.run(pinned(ins.back()), pinned(wants.back()));
+    }
+    std::vector<SpreadTicket<SpreadSummary>> tickets;
+    for (std::size_t b = 0; b < ins.size(); ++b) tickets.push_back(spread.run_async(pinned(ins[b]), pinned(outs[b])));
+    for (std::size_t b = 0; b < ins.size(); ++b) {
+      const SpreadSummary s = tickets[b].get();
+      CHECK(std::count_if(s.pieces.begin(), s.pieces.end(), [](std::size_t k) { return k != 0; }) == 1);
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < ins[b].size(); ++i) off += bits(outs[b][i]) == bits(wants[b][i]) ? 0 : 1;
+      CHECK(off == 0);
+    }
+  }
 }
 
 TEST_CASE("a spread run's report puts every piece on one time axis", "[spread][report]") {

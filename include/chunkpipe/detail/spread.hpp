@@ -46,6 +46,13 @@
 // complete if a range was too short), or handed to the Sink chunk by chunk
 // with the run's chunk numbers and packed offsets. The deliverer's copy
 // is the one extra host pass over what such pieces kept.
+// Scan (a carry from chunk to chunk): a run's pieces all go to the member
+// that takes its first piece (Handout's one member a run), issued in
+// order. A piece's first chunk is at the run's offset, not 0, so it starts
+// from the carry its member's schedule holds, which the piece before left
+// there: the carry is a ring-wide buffer of the member's lifetime schedule,
+// so its waits order it across runs as within one. The bits are one
+// pipeline's. The other members take the runs queued after it.
 // Runs, blocking or queued (run_async), start in the order they were
 // started, on one thread of the spread's (started by the first), which
 // first waits for what a run was ordered after (after(...), taken when it
@@ -153,8 +160,12 @@ template <template <class...> class P, class... S>
 struct member_front<P<S...>> {
   using type = PipelineFront<S...>;
   // A record stage, a Filter or an Emit is the last (PipelineFront checks).
-  static constexpr bool spreadable =
-      ((is_elementwise<S>::value || is_chunk_fn<S>::value || records_of<S>::value != Records::per_element) && ...);
+  static constexpr bool spreadable = ((is_elementwise<S>::value || is_chunk_fn<S>::value ||
+                                       records_of<S>::value != Records::per_element || stage_kind<S>::carries) &&
+                                      ...);
+  /// A stage carries a value from chunk to chunk (a Scan): each run's
+  /// pieces stay on one member, whose schedule passes the carry on.
+  static constexpr bool carries = (stage_kind<S>::carries || ...);
 };
 
 /// What makes a fresh Folding for each run of a folding spread (int for
@@ -200,7 +211,7 @@ template <class Member, template <class> class Buffer>
 class SpreadEngine {
   static_assert(member_front<Member>::spreadable,
                 "chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), "
-                "Filter and Emit; not yet a Scan, whose carry would pass from member to member");
+                "Filter, Emit and Scan");
   using Front = typename member_front<Member>::type;
   static constexpr bool folds_ = Front::folds_result;
   static constexpr bool counted_ = Front::counted;
@@ -235,7 +246,7 @@ class SpreadEngine {
     }
     per_record_ = RunAccess::per_record(*members_.front());
     lanes_.emplace(members_.size(), this);
-    handout_.emplace(*lanes_, ahead, this);
+    handout_.emplace(*lanes_, ahead, this, member_front<Member>::carries);
     if constexpr (folds_) {
       const auto& last = std::get<sizeof...(S) - 1>(std::forward_as_tuple(stages...));
       make_folding_ = [last] { return fold_traits<typename Front::last_stage>::make(last); };

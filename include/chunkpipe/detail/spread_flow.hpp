@@ -154,7 +154,11 @@ class MemberLanes {
 /// run that has one left for it, issues it to the member and puts it in
 /// the member's lane. So a run's pieces go to whichever member has room,
 /// and a run started while another still has pieces out is taken up as
-/// soon as a member runs out of the older one's. Thread-safe: one mutex.
+/// soon as a member runs out of the older one's. With `one_member_per_run`
+/// (a Scan's spread: its carry passes from each piece to the next inside
+/// one member's schedule) the first member to take a piece of a run takes
+/// them all, in order, and takes no other run's until it has; the other
+/// members take the runs after it. Thread-safe: one mutex.
 class Handout {
  public:
   /// A started run, as the members' threads see it.
@@ -179,7 +183,8 @@ class Handout {
 
   /// Starts one thread per member; `owner` as for MemberLanes. Throws
   /// std::system_error if a thread cannot start.
-  Handout(MemberLanes& lanes, std::size_t ahead, const void* owner) : lanes_(lanes), ahead_(ahead) {
+  Handout(MemberLanes& lanes, std::size_t ahead, const void* owner, bool one_member_per_run = false)
+      : lanes_(lanes), ahead_(ahead), one_member_(one_member_per_run) {
     try {
       for (std::size_t m = 0; m < lanes.members(); ++m) threads_.emplace_back([this, m, owner] { serve(m, owner); });
     } catch (...) {
@@ -211,6 +216,20 @@ class Handout {
     return nullptr;
   }
 
+  // Under mutex_: with one member a run, the member that picks a run first
+  // owns it; to the others it is as if they had found its end. (Runs are
+  // picked oldest first, so a member's own run, older than any run nobody
+  // owns, is what next_for gives it until it finds that run's end.)
+  void own(Run& r, std::size_t m) {
+    if (!one_member_) return;
+    for (std::size_t k = 0; k < r.done_for_.size(); ++k) {
+      if (k != m && !r.done_for_[k]) {
+        r.done_for_[k] = true;
+        ++r.members_done_;
+      }
+    }
+  }
+
   void serve(std::size_t m, const void* owner) {
     spread_of_this_thread = owner;
     for (;;) {
@@ -221,6 +240,7 @@ class Handout {
         work_.wait(lock, [&] { return closing_ || next_for(m) != nullptr; });
         r = next_for(m);
         if (!r) return;  // closing, and nothing left to take
+        own(*r, m);
       }
       const PieceBook::Take t = r->take_one(m);
       if (t == PieceBook::Take::full) {
@@ -251,6 +271,7 @@ class Handout {
 
   MemberLanes& lanes_;
   const std::size_t ahead_;
+  const bool one_member_;
   std::mutex mutex_;
   std::condition_variable work_;  // a run started, or closing
   std::deque<std::shared_ptr<Run>> runs_;
