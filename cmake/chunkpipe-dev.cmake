@@ -26,6 +26,9 @@ target_compile_options(chunkpipe_dev_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
   $<$<COMPILE_LANGUAGE:CUDA>:--extended-lambda -Xcompiler=-Wall,-Wextra -lineinfo>)
 target_link_libraries(chunkpipe_dev_flags INTERFACE chunkpipe::chunkpipe)
+# chunkpipe's own library of its non-template host code (chunkpipe::compiled)
+# builds with these warnings too.
+target_link_libraries(chunkpipe_compiled PRIVATE chunkpipe_dev_flags)
 
 # CHUNKPIPE_COMPILE_ONLY: what this build compiles but never runs is
 # compiled only as far as the check needs:
@@ -90,5 +93,8 @@ function(chunkpipe_program name)
   cmake_parse_arguments(P "" "" "SOURCES" ${ARGN})
   add_executable(${name} ${P_SOURCES} ${P_UNPARSED_ARGUMENTS})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/examples)
-  target_link_libraries(${name} PRIVATE chunkpipe_dev_flags)
+  # Built against chunkpipe::compiled: the non-template host code once, not
+  # in every program (users copying an example get it header-only, which the
+  # README's blocks, the guide's programs and the package tests build).
+  target_link_libraries(${name} PRIVATE chunkpipe_dev_flags chunkpipe::compiled)
 endfunction()

@@ -15,12 +15,16 @@ per-phase times, each time also as a ratio to row (b), one Thrust sort:
   d  a reduce and a filter pipeline, each run once (README)          nvcc
      from the umbrella <chunkpipe/pipeline.cuh> (CUB's select included)
   e  HostPipeline<Map<Scale>> in a .cpp                              g++
+  f  row c with CHUNKPIPE_COMPILED (chunkpipe::compiled)             nvcc
+  g  row e with CHUNKPIPE_COMPILED                                    g++
+  h  the compiled part itself, <chunkpipe/compiled.hpp> (paid once    g++
+     per program, not per file)
 
 Every nvcc row is `nvcc -O2 -std=c++17 -arch=sm_90 -c` with only
 include/ added, the g++ row `g++ -O2 -std=c++17 -c` with include/ and the
 toolkit's include and include/cccl (what CCCL::CCCL gives a consumer).
 
-  compile_time.py [--reps R] [--rows abcde] [--csv PATH] [--quick]
+  compile_time.py [--reps R] [--rows abcdefgh] [--csv PATH] [--quick]
                   [--nvcc PATH] [--cxx PATH] [--include DIR] [--arch SM]
 
 Memory: `peak MB` is the kernel's maximum resident set of the largest
@@ -72,7 +76,13 @@ ROWS = [
     ("c", "map_pipeline", "c_map_pipeline.cu", "nvcc", "ChunkedPipeline<Map<Scale>>, run(x, y)"),
     ("d", "reduce_filter", "d_reduce_filter.cu", "nvcc", "a reduce and a filter pipeline"),
     ("e", "host_pipeline", "e_host_pipeline.cpp", "cxx", "HostPipeline<Map<Scale>> (.cpp, g++)"),
+    ("f", "map_compiled", "c_map_pipeline.cu", "nvcc", "row c, CHUNKPIPE_COMPILED"),
+    ("g", "host_compiled", "e_host_pipeline.cpp", "cxx", "row e, CHUNKPIPE_COMPILED"),
+    ("h", "compiled_part", "h_compiled_part.cpp", "cxx", "<chunkpipe/compiled.hpp> (once a program)"),
 ]
+# Rows built with CHUNKPIPE_COMPILED: their non-template host code comes
+# from the compiled part (row h), linked once into a program.
+COMPILED_ROWS = "fg"
 REFERENCE = "b"
 QUICK_ROWS = "ace"
 # nvcc --time phase names, grouped into the table's columns.
@@ -189,16 +199,17 @@ def parse_args():
 
 
 def command(row, args, obj, timing):
-    _, _, tu, compiler, _ = row
+    key, _, tu, compiler, _ = row
     src = os.path.join(HERE, "tu", tu)
+    defines = ["-DCHUNKPIPE_COMPILED"] if key in COMPILED_ROWS else []
     if compiler == "nvcc":
-        return [args.nvcc, "-O2", "-std=c++17", f"-arch={args.arch}", "-I", args.include, "-c", src, "-o", obj,
-                "--time", timing]
+        return [args.nvcc, "-O2", "-std=c++17", f"-arch={args.arch}", "-I", args.include, *defines, "-c", src,
+                "-o", obj, "--time", timing]
     incs = ["-I", args.include, "-I", args.cuda_include]
     cccl = os.path.join(args.cuda_include, "cccl")
     if os.path.isdir(cccl):
         incs += ["-I", cccl]
-    return [args.cxx, "-O2", "-std=c++17", *incs, "-c", src, "-o", obj]
+    return [args.cxx, "-O2", "-std=c++17", *incs, *defines, "-c", src, "-o", obj]
 
 
 def fmt(x, spec):

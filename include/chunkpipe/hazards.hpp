@@ -11,6 +11,7 @@
 /// as the lesson's pitfall of more streams than buffers with no events.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/plan.hpp>
 
 #include <cstddef>
@@ -65,4 +66,6 @@ std::ostream& operator<<(std::ostream& os, const HazardReport& report);
 
 }  // namespace chunkpipe
 
+#if CHUNKPIPE_HEADER_ONLY
 #include <chunkpipe/detail/hazards.inl>
+#endif

@@ -18,6 +18,7 @@
 /// the result independently, from the plan's edges alone.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/errors.hpp>
 
 #include <cstddef>
@@ -434,6 +435,20 @@ Policy parse_policy(std::string_view text);
 /// Prints the plan as a table, one op per line, waits included.
 std::ostream& operator<<(std::ostream& os, const Plan& plan);
 
+namespace detail {
+/// A Plan with `builder`'s policy, depth, shape, queues, steps and buffers,
+/// and no ops.
+Plan plan_header(const PlanBuilder& builder);
+/// A schedule's ops and runs, as issued through `builder`, as a Plan (what
+/// check_hazards() and simulate() take). Chunks: the highest op's + 1.
+Plan issued_plan(const PlanBuilder& builder, std::vector<Op> ops, std::vector<PlanRun> runs);
+/// Issues one run of `spec` through `builder` and appends its ops and run
+/// to `plan`.
+void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan);
+}  // namespace detail
+
 }  // namespace chunkpipe
 
+#if CHUNKPIPE_HEADER_ONLY
 #include <chunkpipe/detail/plan.inl>
+#endif

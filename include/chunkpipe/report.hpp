@@ -5,6 +5,7 @@
 /// Host-only C++, no CUDA.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/plan.hpp>
 
@@ -186,4 +187,6 @@ void write_svg(const Report& report, const std::string& path);
 
 }  // namespace chunkpipe
 
+#if CHUNKPIPE_HEADER_ONLY
 #include <chunkpipe/detail/report.inl>
+#endif

@@ -28,6 +28,7 @@
 /// the SMs otherwise; apart from tails, one kernel has the SMs at a time.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
@@ -246,4 +247,6 @@ Machine t4_pcie3();
 
 }  // namespace chunkpipe
 
+#if CHUNKPIPE_HEADER_ONLY
 #include <chunkpipe/detail/simulate.inl>
+#endif

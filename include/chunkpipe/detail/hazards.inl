@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Definitions for hazards.hpp. Included at its bottom; do not include directly.
+// Definitions for hazards.hpp. Included at its bottom where chunkpipe is
+// header-only, or once by <chunkpipe/compiled.hpp> (detail/linkage.hpp); do
+// not include directly.
 #pragma once
 
 #include <algorithm>
@@ -10,7 +12,7 @@ namespace chunkpipe {
 
 namespace detail {
 
-inline const char* hazard_name(Hazard::Kind kind) {
+CHUNKPIPE_INLINE const char* hazard_name(Hazard::Kind kind) {
   switch (kind) {
     case Hazard::Kind::read_after_write: return "reads";
     case Hazard::Kind::write_after_read: return "overwrites";
@@ -19,12 +21,12 @@ inline const char* hazard_name(Hazard::Kind kind) {
   return "?";
 }
 
-inline void malformed(HazardReport& report, std::size_t op, const std::string& why) {
+CHUNKPIPE_INLINE void malformed(HazardReport& report, std::size_t op, const std::string& why) {
   report.structural.push_back("op #" + std::to_string(op) + ": " + why);
 }
 
 // The fields of op i that the replay below indexes with, whatever orders it.
-inline void check_op_fields(const Plan& plan, std::size_t i, HazardReport& report) {
+CHUNKPIPE_INLINE void check_op_fields(const Plan& plan, std::size_t i, HazardReport& report) {
   const Op& op = plan.ops[i];
   if (op.id != i) malformed(report, i, "id is " + std::to_string(op.id) + ", expected its position");
   if (op.queue < 0 || static_cast<std::size_t>(op.queue) >= plan.queues.size()) {
@@ -163,7 +165,7 @@ class Reachability {
 // Replays every buffer's accesses in program order (chunk by chunk, step by
 // step), which is what the result must equal, and reports each conflicting
 // pair that `deps` leaves unordered. The plan's fields are already checked.
-inline void find_hazards(const Plan& plan, const std::vector<std::vector<std::size_t>>& deps, HazardReport& report) {
+CHUNKPIPE_INLINE void find_hazards(const Plan& plan, const std::vector<std::vector<std::size_t>>& deps, HazardReport& report) {
   const std::size_t n = plan.ops.size();
   const Reachability order(plan, deps);
 
@@ -220,7 +222,7 @@ inline void find_hazards(const Plan& plan, const std::vector<std::vector<std::si
 
 }  // namespace detail
 
-inline HazardReport check_hazards(const Plan& plan) {
+CHUNKPIPE_INLINE HazardReport check_hazards(const Plan& plan) {
   HazardReport report;
   const std::size_t n = plan.ops.size();
 
@@ -246,7 +248,7 @@ inline HazardReport check_hazards(const Plan& plan) {
   return report;
 }
 
-inline HazardReport check_hazards(const Plan& plan, const PlanGraph& graph) {
+CHUNKPIPE_INLINE HazardReport check_hazards(const Plan& plan, const PlanGraph& graph) {
   HazardReport report;
   const std::size_t n = plan.ops.size();
   if (graph.deps.size() != n) {
@@ -268,7 +270,7 @@ inline HazardReport check_hazards(const Plan& plan, const PlanGraph& graph) {
   return report;
 }
 
-inline std::ostream& operator<<(std::ostream& os, const HazardReport& report) {
+CHUNKPIPE_INLINE std::ostream& operator<<(std::ostream& os, const HazardReport& report) {
   if (report.ok()) return os << "no hazards\n";
   for (const std::string& s : report.structural) os << "malformed plan: " << s << '\n';
   for (const std::string& s : report.messages) os << "hazard: " << s << '\n';

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Definitions for plan.hpp. Included at its bottom; do not include directly.
+// Definitions for plan.hpp. Included at its bottom where chunkpipe is
+// header-only, or once by <chunkpipe/compiled.hpp> (detail/linkage.hpp); do
+// not include directly.
 #pragma once
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 
 namespace chunkpipe {
 
-inline std::string_view to_string(Policy policy) noexcept {
+CHUNKPIPE_INLINE std::string_view to_string(Policy policy) noexcept {
   switch (policy) {
     case Policy::serial: return "serial";
     case Policy::slot_streams: return "slot_streams";
@@ -21,7 +23,7 @@ inline std::string_view to_string(Policy policy) noexcept {
   return "?";
 }
 
-inline std::string_view to_string(OpKind kind) noexcept {
+CHUNKPIPE_INLINE std::string_view to_string(OpKind kind) noexcept {
   switch (kind) {
     case OpKind::host_in: return "host-in";
     case OpKind::h2d: return "h2d";
@@ -32,7 +34,7 @@ inline std::string_view to_string(OpKind kind) noexcept {
   return "?";
 }
 
-inline std::string_view to_string(Executor executor) noexcept {
+CHUNKPIPE_INLINE std::string_view to_string(Executor executor) noexcept {
   switch (executor) {
     case Executor::automatic: return "auto";
     case Executor::streams: return "streams";
@@ -41,14 +43,14 @@ inline std::string_view to_string(Executor executor) noexcept {
   return "?";
 }
 
-inline Executor parse_executor(std::string_view text) {
+CHUNKPIPE_INLINE Executor parse_executor(std::string_view text) {
   if (text == "streams") return Executor::streams;
   if (text == "graphs") return Executor::graphs;
   if (text == "auto" || text == "automatic") return Executor::automatic;
   throw config_error("chunkpipe: unknown executor '" + std::string(text) + "' (expected streams, graphs or auto)");
 }
 
-inline Policy parse_policy(std::string_view text) {
+CHUNKPIPE_INLINE Policy parse_policy(std::string_view text) {
   if (text == "serial") return Policy::serial;
   if (text == "slot_streams") return Policy::slot_streams;
   if (text == "stage_streams") return Policy::stage_streams;
@@ -57,7 +59,7 @@ inline Policy parse_policy(std::string_view text) {
                      "' (expected serial, slot_streams, stage_streams or auto)");
 }
 
-inline Resolved resolve(Policy policy, int depth) {
+CHUNKPIPE_INLINE Resolved resolve(Policy policy, int depth) {
   if (depth < 0) {
     throw config_error("chunkpipe: depth must be at least 1 (0 picks the default), got " +
                        std::to_string(depth));
@@ -67,7 +69,7 @@ inline Resolved resolve(Policy policy, int depth) {
   return {policy, depth == 0 ? default_depth : depth};
 }
 
-inline std::string Plan::describe(const Op& op) const {
+CHUNKPIPE_INLINE std::string Plan::describe(const Op& op) const {
   std::ostringstream s;
   s << to_string(op.kind);
   if (op.kind == OpKind::stage) s << ' ' << op.stage;
@@ -76,7 +78,7 @@ inline std::string Plan::describe(const Op& op) const {
   return s.str();
 }
 
-inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
+CHUNKPIPE_INLINE PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
     : policy_(policy), depth_(depth), shape_(std::move(shape)) {
   if (policy_ == Policy::automatic) {
     throw config_error("chunkpipe: PlanBuilder needs a concrete policy; call resolve() first");
@@ -275,7 +277,7 @@ inline PlanBuilder::PlanBuilder(Policy policy, int depth, PlanShape shape)
   clock_.assign(queues_.size(), 0);
 }
 
-inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
+CHUNKPIPE_INLINE int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
   if (step.kind == OpKind::host_in) return host_in_queue_;
   if (step.kind == OpKind::host_out) return host_out_queue_;
   switch (policy_) {
@@ -300,7 +302,7 @@ inline int PlanBuilder::queue_of(const Step& step, std::size_t chunk) const {
 // position and always count. Across laps, device waiters on a batched ring
 // wait only for the last chunk of a batch (see emit()), or for the last
 // chunk of a run cut short, whose batch the next run will not fill.
-inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
+CHUNKPIPE_INLINE bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
   const auto s = static_cast<std::size_t>(step);
   const int q = queue_of(steps_[s], chunk);
   if (queues_[static_cast<std::size_t>(q)].kind == QueueKind::host) return true;
@@ -334,7 +336,7 @@ inline bool PlanBuilder::needs_event(int step, std::size_t chunk) const {
   return false;
 }
 
-inline void PlanBuilder::begin_run(const RunSpec& spec) {
+CHUNKPIPE_INLINE void PlanBuilder::begin_run(const RunSpec& spec) {
   if (run_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_run: a run is already open");
   const int v = (spec.stage_in ? 1 : 0) | (spec.stage_out ? 2 : 0);
   if (!variant_ok_[v] && shape_.variable_out && !spec.stage_out) {
@@ -376,7 +378,7 @@ inline void PlanBuilder::begin_run(const RunSpec& spec) {
   for (Access& a : run_tail_) a.valid = false;
 }
 
-inline void PlanBuilder::set_run_chunks(std::size_t chunks) {
+CHUNKPIPE_INLINE void PlanBuilder::set_run_chunks(std::size_t chunks) {
   if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::set_run_chunks: no run is open");
   if (chunks == run_chunks_) return;
   if (chunks > run_chunks_) {
@@ -391,7 +393,7 @@ inline void PlanBuilder::set_run_chunks(std::size_t chunks) {
   truncated_ = true;
 }
 
-inline void PlanBuilder::emit_chunk_steps(bool ahead, std::size_t tick, OpBatch& out) {
+CHUNKPIPE_INLINE void PlanBuilder::emit_chunk_steps(bool ahead, std::size_t tick, OpBatch& out) {
   // The first half of a tick is host-in, whose chunk a Source fills before
   // anything else of that chunk can be sized; the second half the rest.
   for (int s : active()) {
@@ -408,7 +410,7 @@ inline void PlanBuilder::emit_chunk_steps(bool ahead, std::size_t tick, OpBatch&
   }
 }
 
-inline bool PlanBuilder::begin_tick(OpBatch& out) {
+CHUNKPIPE_INLINE bool PlanBuilder::begin_tick(OpBatch& out) {
   if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_tick: no run is open");
   if (tick_open_) throw std::logic_error("chunkpipe: PlanBuilder::begin_tick: the last tick is not finished");
   if (tick_ >= run_chunks_) return false;
@@ -417,20 +419,20 @@ inline bool PlanBuilder::begin_tick(OpBatch& out) {
   return true;
 }
 
-inline void PlanBuilder::finish_tick(OpBatch& out) {
+CHUNKPIPE_INLINE void PlanBuilder::finish_tick(OpBatch& out) {
   if (!tick_open_) throw std::logic_error("chunkpipe: PlanBuilder::finish_tick: no tick is open");
   emit_chunk_steps(false, tick_, out);
   ++tick_;
   tick_open_ = false;
 }
 
-inline bool PlanBuilder::next_tick(OpBatch& out) {
+CHUNKPIPE_INLINE bool PlanBuilder::next_tick(OpBatch& out) {
   if (!begin_tick(out)) return false;
   finish_tick(out);
   return true;
 }
 
-inline bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out) {
+CHUNKPIPE_INLINE bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out) {
   if (!run_open_) begin_run(RunSpec{unknown_chunks, shape_.stage_in, shape_.stage_out, 0});
   if (chunk_limit <= tick_) return false;
   if (chunk_limit < run_chunks_) set_run_chunks(chunk_limit);
@@ -440,7 +442,7 @@ inline bool PlanBuilder::next_tick(std::size_t chunk_limit, std::vector<Op>& out
   return more;
 }
 
-inline PlanRun PlanBuilder::end_run() {
+CHUNKPIPE_INLINE PlanRun PlanBuilder::end_run() {
   if (!run_open_) throw std::logic_error("chunkpipe: PlanBuilder::end_run: no run is open");
   if (tick_open_ || tick_ < run_chunks_) {
     throw std::logic_error("chunkpipe: PlanBuilder::end_run: the run has ticks left");
@@ -471,7 +473,7 @@ inline PlanRun PlanBuilder::end_run() {
   return r;
 }
 
-inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& out) {
+CHUNKPIPE_INLINE void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& out) {
   const Step& step = steps_[static_cast<std::size_t>(step_index)];
   const std::size_t chunk = run_base_ + run_chunk;
   const auto d = static_cast<std::size_t>(depth_);
@@ -569,7 +571,7 @@ inline void PlanBuilder::emit(int step_index, std::size_t run_chunk, OpBatch& ou
 
 namespace detail {
 
-inline Plan plan_header(const PlanBuilder& builder) {
+CHUNKPIPE_INLINE Plan plan_header(const PlanBuilder& builder) {
   Plan plan;
   plan.policy = builder.policy();
   plan.depth = builder.depth();
@@ -583,7 +585,7 @@ inline Plan plan_header(const PlanBuilder& builder) {
 
 /// A schedule's ops and runs, as issued through `builder`, as a Plan (what
 /// check_hazards() and simulate() take). Chunks: the highest op's + 1.
-inline Plan issued_plan(const PlanBuilder& builder, std::vector<Op> ops, std::vector<PlanRun> runs) {
+CHUNKPIPE_INLINE Plan issued_plan(const PlanBuilder& builder, std::vector<Op> ops, std::vector<PlanRun> runs) {
   Plan plan = ::chunkpipe::detail::plan_header(builder);
   plan.ops = std::move(ops);
   plan.runs = std::move(runs);
@@ -591,7 +593,7 @@ inline Plan issued_plan(const PlanBuilder& builder, std::vector<Op> ops, std::ve
   return plan;
 }
 
-inline void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
+CHUNKPIPE_INLINE void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
   builder.begin_run(spec);
   OpBatch batch;
   while (builder.next_tick(batch)) {
@@ -603,7 +605,7 @@ inline void plan_run(PlanBuilder& builder, const RunSpec& spec, Plan& plan) {
 
 }  // namespace detail
 
-inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks) {
+CHUNKPIPE_INLINE Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::size_t chunks) {
   PlanBuilder builder(policy, depth, shape);
   Plan plan = detail::plan_header(builder);
   detail::plan_run(builder, RunSpec{chunks, shape.stage_in, shape.stage_out || shape.variable_out, 0}, plan);
@@ -611,7 +613,7 @@ inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, std::siz
   return plan;
 }
 
-inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vector<RunSpec>& runs) {
+CHUNKPIPE_INLINE Plan make_plan(Policy policy, int depth, const PlanShape& shape, const std::vector<RunSpec>& runs) {
   PlanBuilder builder(policy, depth, shape);
   Plan plan = detail::plan_header(builder);
   for (const RunSpec& spec : runs) {
@@ -624,7 +626,7 @@ inline Plan make_plan(Policy policy, int depth, const PlanShape& shape, const st
   return plan;
 }
 
-inline PlanGraph graph_of(const Plan& plan) {
+CHUNKPIPE_INLINE PlanGraph graph_of(const Plan& plan) {
   const std::size_t n = plan.ops.size();
   PlanGraph graph;
   graph.deps.resize(n);
@@ -654,7 +656,7 @@ inline PlanGraph graph_of(const Plan& plan) {
   return graph;
 }
 
-inline std::ostream& operator<<(std::ostream& os, const Plan& plan) {
+CHUNKPIPE_INLINE std::ostream& operator<<(std::ostream& os, const Plan& plan) {
   os << "plan: " << to_string(plan.policy) << ", depth " << plan.depth << ", " << plan.chunks
      << (plan.chunks == 1 ? " chunk" : " chunks") << ", queues:";
   for (const Queue& q : plan.queues) os << ' ' << (q.kind == QueueKind::host ? "[host] " : "") << q.name << ';';

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Definitions for report.hpp. Included at its bottom; do not include directly.
+// Definitions for report.hpp. Included at its bottom where chunkpipe is
+// header-only, or once by <chunkpipe/compiled.hpp> (detail/linkage.hpp); do
+// not include directly.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +22,7 @@ namespace chunkpipe {
 namespace detail {
 
 /// Total length of the union of [start, end) intervals.
-inline double union_length(std::vector<std::pair<double, double>> spans) {
+CHUNKPIPE_INLINE double union_length(std::vector<std::pair<double, double>> spans) {
   std::sort(spans.begin(), spans.end());
   double total = 0.0;
   bool open = false;
@@ -40,7 +42,7 @@ inline double union_length(std::vector<std::pair<double, double>> spans) {
   return total;
 }
 
-inline double start_ms(const Report& r) {
+CHUNKPIPE_INLINE double start_ms(const Report& r) {
   if (r.ops.empty()) return 0.0;
   double t = r.ops.front().start_ms;
   for (const TimedOp& op : r.ops) t = std::min(t, op.start_ms);
@@ -58,7 +60,7 @@ struct ReportRow {
   int device = 0;                ///< TimedOp::device
 };
 
-inline std::string row_name(OpKind kind, int stage) {
+CHUNKPIPE_INLINE std::string row_name(OpKind kind, int stage) {
   switch (kind) {
     case OpKind::host_in: return "host-in";
     case OpKind::h2d: return "H2D";
@@ -74,7 +76,7 @@ inline std::string row_name(OpKind kind, int stage) {
 /// member, named after it. Ops of one kind that really overlap (more than
 /// the ~1 us resolution of CUDA events) go to a further lane of the row, so
 /// no picture ever hides one op under another.
-inline std::vector<ReportRow> report_rows(const Report& r) {
+CHUNKPIPE_INLINE std::vector<ReportRow> report_rows(const Report& r) {
   std::vector<std::size_t> order(r.ops.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   const bool spread = !r.devices.empty();
@@ -117,14 +119,14 @@ inline std::vector<ReportRow> report_rows(const Report& r) {
   return rows;
 }
 
-inline std::string fixed(double v, int decimals) {
+CHUNKPIPE_INLINE std::string fixed(double v, int decimals) {
   std::ostringstream s;
   s.imbue(std::locale::classic());
   s << std::fixed << std::setprecision(decimals) << v;
   return s.str();
 }
 
-inline std::string format_bytes(double bytes) {
+CHUNKPIPE_INLINE std::string format_bytes(double bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
   while (bytes >= 1024.0 && u < 4) {
@@ -135,13 +137,13 @@ inline std::string format_bytes(double bytes) {
   return fixed(bytes, whole ? 0 : 2) + ' ' + units[u];
 }
 
-inline char chunk_glyph(std::size_t chunk) {
+CHUNKPIPE_INLINE char chunk_glyph(std::size_t chunk) {
   static const char glyphs[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
   return glyphs[chunk % 62];
 }
 
 /// A tick step of 1, 2 or 5 times a power of ten, at least `raw`.
-inline double nice_step(double raw) {
+CHUNKPIPE_INLINE double nice_step(double raw) {
   if (!(raw > 0.0)) return 1.0;
   const double p = std::pow(10.0, std::floor(std::log10(raw)));
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
@@ -150,19 +152,19 @@ inline double nice_step(double raw) {
   return 10.0 * p;
 }
 
-inline std::string tick_label(double v, double step) {
+CHUNKPIPE_INLINE std::string tick_label(double v, double step) {
   const int decimals = step >= 1.0 ? 0 : static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
   return fixed(v, decimals);
 }
 
-inline std::string queue_name(const Report& r, int queue) {
+CHUNKPIPE_INLINE std::string queue_name(const Report& r, int queue) {
   if (queue >= 0 && static_cast<std::size_t>(queue) < r.queues.size()) {
     return r.queues[static_cast<std::size_t>(queue)].name;
   }
   return "queue " + std::to_string(queue);
 }
 
-inline std::string summary_line(const Report& r) {
+CHUNKPIPE_INLINE std::string summary_line(const Report& r) {
   std::string s = "makespan " + fixed(makespan_ms(r), 3) + " ms";
   if (link_known(r.link) && makespan_ms(r) > 0.0) {
     s += ", floor " + fixed(floor_ms(r), 3) + " ms, efficiency " + fixed(100.0 * efficiency(r), 1) + '%';
@@ -170,11 +172,11 @@ inline std::string summary_line(const Report& r) {
   return s;
 }
 
-inline std::string title_of(const Report& r) {
+CHUNKPIPE_INLINE std::string title_of(const Report& r) {
   return (r.label.empty() ? std::string("chunkpipe run") : r.label) + (r.predicted ? " (predicted)" : " (measured)");
 }
 
-inline std::string json_escape(const std::string& in) {
+CHUNKPIPE_INLINE std::string json_escape(const std::string& in) {
   std::string out;
   for (char c : in) {
     switch (c) {
@@ -195,7 +197,7 @@ inline std::string json_escape(const std::string& in) {
   return out;
 }
 
-inline std::string xml_escape(const std::string& in) {
+CHUNKPIPE_INLINE std::string xml_escape(const std::string& in) {
   std::string out;
   for (char c : in) {
     switch (c) {
@@ -211,7 +213,7 @@ inline std::string xml_escape(const std::string& in) {
 
 /// A colour per chunk: hues a golden angle apart, so neighbouring chunks,
 /// which sit next to each other in every row, never look alike.
-inline std::string chunk_colour(std::size_t chunk) {
+CHUNKPIPE_INLINE std::string chunk_colour(std::size_t chunk) {
   const double h = std::fmod(static_cast<double>(chunk) * 137.50776405, 360.0) / 60.0;
   const double s = 0.62, l = (chunk % 2 == 0) ? 0.56 : 0.66;
   const double c = (1.0 - std::fabs(2.0 * l - 1.0)) * s;
@@ -232,12 +234,12 @@ inline std::string chunk_colour(std::size_t chunk) {
   return buf;
 }
 
-inline std::string op_name(const TimedOp& op) {
+CHUNKPIPE_INLINE std::string op_name(const TimedOp& op) {
   return row_name(op.kind, op.stage) + " chunk " + std::to_string(op.chunk);
 }
 
 /// Writes `text` to `path`, or throws pipeline_error saying why not.
-inline void write_text_file(const std::string& path, const std::string& text, const char* what) {
+CHUNKPIPE_INLINE void write_text_file(const std::string& path, const std::string& text, const char* what) {
   auto fail = [&](int err) {
     throw pipeline_error(std::string("chunkpipe: cannot write ") + what + " to '" + path +
                          "': " + std::strerror(err != 0 ? err : EIO));
@@ -254,14 +256,14 @@ inline void write_text_file(const std::string& path, const std::string& text, co
 
 }  // namespace detail
 
-inline double makespan_ms(const Report& report) {
+CHUNKPIPE_INLINE double makespan_ms(const Report& report) {
   if (report.ops.empty()) return 0.0;
   double end = report.ops.front().end_ms;
   for (const TimedOp& op : report.ops) end = std::max(end, op.end_ms);
   return std::max(0.0, end - detail::start_ms(report));
 }
 
-inline double busy_ms(const Report& report, OpKind kind, int stage) {
+CHUNKPIPE_INLINE double busy_ms(const Report& report, OpKind kind, int stage) {
   std::vector<std::pair<double, double>> spans;
   for (const TimedOp& op : report.ops) {
     if (op.kind != kind) continue;
@@ -271,11 +273,11 @@ inline double busy_ms(const Report& report, OpKind kind, int stage) {
   return detail::union_length(std::move(spans));
 }
 
-inline double stage_ms(const Report& report) { return busy_ms(report, OpKind::stage, -1); }
+CHUNKPIPE_INLINE double stage_ms(const Report& report) { return busy_ms(report, OpKind::stage, -1); }
 
-inline bool link_known(const LinkModel& link) noexcept { return link.h2d_gbps > 0.0 && link.d2h_gbps > 0.0; }
+CHUNKPIPE_INLINE bool link_known(const LinkModel& link) noexcept { return link.h2d_gbps > 0.0 && link.d2h_gbps > 0.0; }
 
-inline double floor_ms(const Report& report) {
+CHUNKPIPE_INLINE double floor_ms(const Report& report) {
   const LinkModel& l = report.link;
   if (!link_known(l)) return 0.0;
   // GB/s = 1e9 B/s = 1e6 B/ms.
@@ -290,13 +292,13 @@ inline double floor_ms(const Report& report) {
   return std::max(copies, stage_ms(report));
 }
 
-inline double efficiency(const Report& report) {
+CHUNKPIPE_INLINE double efficiency(const Report& report) {
   const double m = makespan_ms(report);
   const double f = floor_ms(report);
   return (m > 0.0 && f > 0.0) ? f / m : 0.0;
 }
 
-inline double overlap(const Report& report) {
+CHUNKPIPE_INLINE double overlap(const Report& report) {
   const double m = makespan_ms(report);
   if (!(m > 0.0)) return 0.0;
   double busy = 0.0;
@@ -306,13 +308,13 @@ inline double overlap(const Report& report) {
   return busy / m;
 }
 
-inline double achieved_gbps(const Report& report) {
+CHUNKPIPE_INLINE double achieved_gbps(const Report& report) {
   const double m = makespan_ms(report);
   if (!(m > 0.0)) return 0.0;
   return static_cast<double>(report.bytes_in + report.bytes_out) / (m * 1e6);
 }
 
-inline std::ostream& operator<<(std::ostream& os, const Report& r) {
+CHUNKPIPE_INLINE std::ostream& operator<<(std::ostream& os, const Report& r) {
   using detail::fixed;
   std::ostringstream s;  // built whole, so the caller's stream flags stay as they were
   s.imbue(std::locale::classic());
@@ -369,7 +371,7 @@ inline std::ostream& operator<<(std::ostream& os, const Report& r) {
   return os << s.str();
 }
 
-inline std::string ascii_timeline(const Report& r, int width) {
+CHUNKPIPE_INLINE std::string ascii_timeline(const Report& r, int width) {
   using detail::fixed;
   const int w = std::max(width, 20);
   const std::vector<detail::ReportRow> rows = detail::report_rows(r);
@@ -439,7 +441,7 @@ inline std::string ascii_timeline(const Report& r, int width) {
   return out;
 }
 
-inline void write_chrome_trace(const Report& r, const std::string& path) {
+CHUNKPIPE_INLINE void write_chrome_trace(const Report& r, const std::string& path) {
   using detail::fixed;
   using detail::json_escape;
   const std::vector<detail::ReportRow> rows = detail::report_rows(r);
@@ -475,7 +477,7 @@ inline void write_chrome_trace(const Report& r, const std::string& path) {
   detail::write_text_file(path, j, "the Chrome trace");
 }
 
-inline void write_svg(const Report& r, const std::string& path) {
+CHUNKPIPE_INLINE void write_svg(const Report& r, const std::string& path) {
   using detail::fixed;
   using detail::xml_escape;
   const std::vector<detail::ReportRow> rows = detail::report_rows(r);

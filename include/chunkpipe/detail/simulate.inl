@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Definitions for simulate.hpp. Included at its bottom; do not include directly.
+// Definitions for simulate.hpp. Included at its bottom where chunkpipe is
+// header-only, or once by <chunkpipe/compiled.hpp> (detail/linkage.hpp); do
+// not include directly.
 #pragma once
 
 #include <algorithm>
@@ -15,7 +17,7 @@ namespace chunkpipe {
 
 namespace detail {
 
-inline void require_figure(double v, const char* what, bool positive) {
+CHUNKPIPE_INLINE void require_figure(double v, const char* what, bool positive) {
   if (!std::isfinite(v) || v < 0.0 || (positive && v == 0.0)) {
     throw config_error(std::string("chunkpipe: simulate: ") + what + " must be " +
                        (positive ? "above 0" : "0 or more") + " and finite, got " + std::to_string(v));
@@ -26,7 +28,7 @@ inline void require_figure(double v, const char* what, bool positive) {
 /// direction. Alone, a copy gets its one-way bandwidth; together they split
 /// the two-way total fairly, and what one cannot use (capped by its own
 /// one-way figure) goes to the other.
-inline std::pair<double, double> link_rates(const LinkModel& l, bool h2d, bool d2h) {
+CHUNKPIPE_INLINE std::pair<double, double> link_rates(const LinkModel& l, bool h2d, bool d2h) {
   const double both = l.both_gbps > 0.0 ? l.both_gbps : l.h2d_gbps + l.d2h_gbps;
   double rh = 0.0, rd = 0.0;
   if (h2d && d2h) {
@@ -45,7 +47,7 @@ inline std::pair<double, double> link_rates(const LinkModel& l, bool h2d, bool d
 
 }  // namespace detail
 
-inline Report simulate(const Plan& plan, const Workload& work, const Machine& machine) {
+CHUNKPIPE_INLINE Report simulate(const Plan& plan, const Workload& work, const Machine& machine) {
   using detail::require_figure;
   const LinkModel& link = machine.link;
   const std::size_t n = plan.ops.size();
@@ -389,7 +391,7 @@ inline Report simulate(const Plan& plan, const Workload& work, const Machine& ma
   return report;
 }
 
-inline Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine) {
+CHUNKPIPE_INLINE Report simulate(Policy policy, int depth, const Workload& work, const Machine& machine) {
   if (work.chunk_elems == 0) throw config_error("chunkpipe: simulate: chunk_elems must be at least 1 (got 0)");
   const Resolved r = resolve(policy, depth);
   PlanShape shape;
@@ -398,7 +400,7 @@ inline Report simulate(Policy policy, int depth, const Workload& work, const Mac
   return simulate(make_plan(r.policy, r.depth, shape, chunks), work, machine);
 }
 
-inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
+CHUNKPIPE_INLINE SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
                                         const std::vector<Machine>& members, std::size_t piece_elems,
                                         double staged_bytes_per_elem, double host_memcpy_gbps) {
   if (members.empty()) throw config_error("chunkpipe: simulate_spread: needs at least one member machine");
@@ -410,7 +412,7 @@ inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload
   return simulate_spread(policy, depth, work, members, piece_elems, shape);
 }
 
-inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
+CHUNKPIPE_INLINE SpreadPrediction simulate_spread(Policy policy, int depth, const Workload& work,
                                         const std::vector<Machine>& members, std::size_t piece_elems,
                                         const SpreadShape& shape) {
   if (members.empty()) throw config_error("chunkpipe: simulate_spread: needs at least one member machine");
@@ -528,7 +530,7 @@ inline SpreadPrediction simulate_spread(Policy policy, int depth, const Workload
   return p;
 }
 
-inline Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_ms,
+CHUNKPIPE_INLINE Workload map_workload(std::size_t elems, std::size_t chunk_elems, double kernel_ms,
                              std::size_t in_bytes_per_elem, std::size_t out_bytes_per_elem) {
   if (elems == 0) throw config_error("chunkpipe: map_workload: elems must be at least 1 (got 0)");
   if (chunk_elems == 0) throw config_error("chunkpipe: map_workload: chunk_elems must be at least 1 (got 0)");
@@ -544,7 +546,7 @@ inline Workload map_workload(std::size_t elems, std::size_t chunk_elems, double 
 
 namespace machines {
 
-inline Machine h200_pcie5() {
+CHUNKPIPE_INLINE Machine h200_pcie5() {
   Machine m;
   m.link.name = "H200 PCIe Gen5 x16";
   // Measured on the project's H200 test machine on 2026-11-29 with pinned
@@ -580,7 +582,7 @@ inline Machine h200_pcie5() {
   return m;
 }
 
-inline Machine t4_pcie3() {
+CHUNKPIPE_INLINE Machine t4_pcie3() {
   // A published benchmark table (the double-buffering lesson's, re-verified
   // 2026-09-02 on a Tesla T4 with CUDA 13.0): each one-way pass moves 1 GiB
   // (2^30 bytes) of pinned memory in 16 chunks of 64 MiB. Bandwidth is
