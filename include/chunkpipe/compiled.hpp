@@ -2,8 +2,8 @@
 /// \file
 /// The compiled part of chunkpipe, for programs built with CHUNKPIPE_COMPILED
 /// (detail/linkage.hpp): the definitions of its non-template host code
-/// (plans, the hazard check, the simulator, reports, the decision), once,
-/// not inline.
+/// (plans, the hazard check, the simulator, reports, the decision, the host
+/// backend's op graph), once, not inline.
 ///
 /// Include it in exactly one C++ file of such a program, before any other
 /// chunkpipe header, and compile the rest of the program with
@@ -25,3 +25,4 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/simulate.hpp>
+#include <chunkpipe/detail/host_op_graph.hpp>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // How chunkpipe's non-template host code (plans, the hazard check, the
-// simulator, reports: the detail/*.inl files) is linked into a program.
+// simulator, reports, the decision, the host backend's op graph: the
+// detail/*.inl files) is linked into a program.
 //
 // Header-only, the default: each public header includes its .inl at its
 // bottom and every function there is `inline`, so any file may include
