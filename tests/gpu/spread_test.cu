@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -636,4 +637,41 @@ TEST_CASE("a spread run ordered after a stream, an event or a pipeline's run rea
     REQUIRE(std::memcmp(out.data(), want.data(), n * sizeof(float)) == 0);
   }
   REQUIRE(cudaStreamSynchronize(user.get()) == cudaSuccess);
+}
+
+// Threads of this process now (Linux: /proc/self/task).
+std::size_t threads_now() {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) n += e.is_directory() ? 1 : 0;
+  return n;
+}
+
+TEST_CASE("a spread's members stage pageable runs with one copy team of twice host_threads", "[gpu][spread]") {
+  const int dev = current_device();
+  const Chain f{16};
+  const std::size_t n = std::size_t{3} << 22;  // 12 Mi floats: every member stages pieces both ways
+  std::vector<float> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = value_at(i);
+  // The threads a spread over the same GPU twice holds after a pageable run
+  // with Options::host_threads = h.
+  auto held_after_run = [&](int h) {
+    Options o = spread_options(dev);
+    o.chunk_elems = std::size_t{1} << 18;  // 1 MiB copies: the team splits them
+    o.host_threads = h;
+    SpreadPipeline<Map<Chain>> spread(o, Map<Chain>{f});
+    std::vector<float> y(n);
+    poison(y);
+    const SpreadSummary s = spread.run(x, y);
+    REQUIRE(s.pieces[0] > 0);
+    REQUIRE(s.pieces[1] > 0);  // both members staged
+    for (std::size_t i = 0; i < n; i += 4099) REQUIRE(y[i] == f(x[i]));
+    return threads_now();
+  };
+  held_after_run(2);  // CUDA's own threads start with the first
+  const std::size_t few = held_after_run(2);
+  const std::size_t many = held_after_run(6);
+  // One team of 2h threads for both members (the caller and 2h - 1
+  // helpers): 3 helpers at h = 2, 11 at h = 6, 8 more. A team of h for each
+  // member's host lane (in and out, two members: four teams) would add 16.
+  CHECK(many - few == 8);
 }
