@@ -1,14 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Compile-fail check (tests/headers/CMakeLists.txt): run() called the wrong
-// way on a HostPipeline, and a spread of a Scan, say why in one sentence each, and the right calls
-// beside them still compile (any other error fails the check). The lines
+// way on a HostPipeline says why in one sentence each, and the right calls
+// beside them (a spread of a Scan among them) still compile (any other error fails the check). The lines
 // that start with "expect-error:" are what the check requires, each in
 // exactly one diagnostic. wrong_run.cu does the same for ChunkedPipeline.
 //
 // expect-error: chunkpipe: a Reduce (or Accumulate) pipeline's run takes its input and returns the value: auto total = pipe.run(x);
 // expect-error: chunkpipe: this pipeline writes its results to outputs: give run() an output, pipe.run(x, out);  or make the last stage a reduce/accumulate
 // expect-error: chunkpipe: run(): the output ranges' element types must be exactly those the last stage produces
-// expect-error: chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), Filter and Emit; not yet a Scan
 #include <chunkpipe/host_backend.hpp>
 
 #include <vector>
@@ -32,11 +31,11 @@ int main() {
   twice.run(x, out);
   auto queued = sum.run_async(x);
   (void)queued.get();
+  chunkpipe::HostSpreadPipeline<chunkpipe::Scan<float, Plus>> spread({.devices = {0, 0}}, chunkpipe::scan(0.f, Plus{}));
+  spread.run(x, out);
   // The wrong ones.
   sum.run(x, out);
   twice.run(x);
   twice.run(x, wrong);
-  chunkpipe::HostSpreadPipeline<chunkpipe::Scan<float, Plus>> spread({.devices = {0, 0}}, chunkpipe::scan(0.f, Plus{}));
-  spread.run(x, out);
   return total > 0.f ? 0 : 1;
 }
