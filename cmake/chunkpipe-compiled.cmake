@@ -1,17 +1,21 @@
 # SPDX-License-Identifier: MIT
 # chunkpipe::compiled: chunkpipe's non-template host code (plans, the hazard
-# check, the simulator, reports, the decision) compiled once, in a static
-# library of one file, instead of in every file that includes chunkpipe
-# (detail/linkage.hpp). Linking it defines CHUNKPIPE_COMPILED for the
-# linking target and brings chunkpipe::chunkpipe with it. Optional:
-# header-only chunkpipe::chunkpipe alone is the default.
+# check, the simulator, reports, the decision, the host backend's op graph)
+# compiled once, in a static library of one file, instead of in every file
+# that includes chunkpipe (detail/linkage.hpp). Linking it defines
+# CHUNKPIPE_COMPILED for the linking target and brings chunkpipe::chunkpipe
+# with it. Optional: header-only chunkpipe::chunkpipe alone is the default.
 #
 # The library is built in the project that uses it, with that project's
 # compiler and flags (so the installed package stays header-only and
 # architecture-independent): this file is included by chunkpipe's own
 # CMakeLists.txt and by the installed chunkpipe-config.cmake, after
 # chunkpipe::chunkpipe exists.
-if(NOT TARGET chunkpipe::compiled)
+#
+# A C++ file: only where the project has C++ enabled (a project of CUDA
+# alone gets no chunkpipe::compiled, and links chunkpipe::chunkpipe).
+get_property(_chunkpipe_languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+if(NOT TARGET chunkpipe::compiled AND "CXX" IN_LIST _chunkpipe_languages)
   set(_chunkpipe_compiled_src "${CMAKE_CURRENT_BINARY_DIR}/chunkpipe_compiled/compiled.cpp")
   # Written only when missing or different, so that the library is not
   # rebuilt at every configure.
