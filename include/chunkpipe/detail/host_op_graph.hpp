@@ -129,8 +129,8 @@ class HostSlots {
   HostSlots& operator=(const HostSlots&) = delete;
 
   /// Gives the old slots back, then lays out `layout`'s, poisoned. Throws
-  /// what allocating them throws (ResourceBuffer, std::bad_alloc): then it
-  /// holds none.
+  /// what allocating them throws (ResourceBuffer, std::bad_alloc): then
+  /// memory() is empty until a lay_out() succeeds.
   void lay_out(const SlotLayout& layout);
   const SlotLayout& layout() const noexcept { return layout_; }
   const SlotMemory& memory() const noexcept { return mem_; }
