@@ -10,6 +10,7 @@
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"
+#include "replay.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -108,16 +109,9 @@ TEST_CASE("a Scan over pageable memory, a Source, a Sink and a stream of runs", 
   pipe.run(x, y);  // pageable both ways: staged
   CHECK(mismatches(y.data(), want) == 0);
 
-  std::size_t next = 0;
-  auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
-    const std::size_t k = std::min(slot.size(), x.size() - next);
-    std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(next), k, slot.begin());
-    next += k;
-    return k;
-  });
   std::vector<float> got(x.size(), -1.f);
   std::size_t delivered = 0;
-  pipe.run(src, sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+  pipe.run(test_support::replay(x), sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
     REQUIRE(offset == delivered);
     std::copy(d.begin(), d.end(), got.begin() + static_cast<std::ptrdiff_t>(offset));
     delivered += d.size();
@@ -175,25 +169,20 @@ TEST_CASE("a Scan spread over the same GPU once and twice gives one pipeline's b
       CHECK(std::accumulate(s.pieces.begin(), s.pieces.end(), std::size_t{0}) == 6);
     }
     // Pageable in and out (each member stages), and a Source into a Sink.
+    const std::vector<float> wanted(want.begin(), want.end());
     std::vector<float> y(n, -1.f);
     spread.run(x, y);
-    CHECK(mismatches(y.data(), std::vector<float>(want.begin(), want.end())) == 0);
-    std::size_t next = 0;
-    auto src = source<float>([&](std::size_t, ::cuda::std::span<float> slot) {
-      const std::size_t k = std::min(slot.size(), x.size() - next);
-      std::copy_n(x.begin() + static_cast<std::ptrdiff_t>(next), k, slot.begin());
-      next += k;
-      return k;
-    });
+    CHECK(mismatches(y.data(), wanted) == 0);
     std::vector<float> got(n, -1.f);
     std::size_t delivered = 0;
-    spread.run(src, sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+    auto in_order = sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
       REQUIRE(offset == delivered);
       std::copy(d.begin(), d.end(), got.begin() + static_cast<std::ptrdiff_t>(offset));
       delivered += d.size();
-    }));
+    });
+    spread.run(test_support::replay(x), in_order);
     CHECK(delivered == n);
-    CHECK(mismatches(got.data(), std::vector<float>(want.begin(), want.end())) == 0);
+    CHECK(mismatches(got.data(), wanted) == 0);
     // Queued runs flow beside each other, each on one member, each its own
     // prefix.
     std::vector<PinnedArray<float>> ins, outs, wants;

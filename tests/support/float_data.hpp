@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Float test data whose sums round (uniform in [-1000, 1000), each scaled
-// by 1 + k/1000 for a k in 0..6, so that low bits differ), and a float's
-// bits, for tests that compare results bit for bit.
+// by 1 + k/1000 for a k in 0..6, so that low bits differ), a float's
+// bits, for tests that compare results bit for bit, and poisoned outputs.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +27,15 @@ inline std::uint32_t bits(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+}
+
+/// `n` elements of bytes 0x7f (a huge float, not a result any test makes),
+/// for outputs that must show what a run left unwritten.
+template <class T>
+std::vector<T> poisoned(std::size_t n) {
+  std::vector<T> v(n);
+  std::memset(v.data(), 0x7f, n * sizeof(T));
+  return v;
 }
 
 }  // namespace test_support

@@ -24,6 +24,7 @@ using namespace chunkpipe;
 using test_support::bits;
 using test_support::contains;
 using test_support::noisy;
+using test_support::poisoned;
 using test_support::replay;
 using test_support::thrown_by;
 
@@ -78,13 +79,6 @@ std::vector<T> documented_scan(const std::vector<I>& x, std::size_t segment, T i
     carry = op(carry, before);  // `before` is now the segment's total
   }
   return out;
-}
-
-template <class T>
-std::vector<T> poisoned(std::size_t n) {
-  std::vector<T> v(n);
-  std::memset(v.data(), 0x7f, n * sizeof(T));
-  return v;
 }
 
 }  // namespace

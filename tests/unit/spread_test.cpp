@@ -33,6 +33,7 @@
 
 using namespace chunkpipe;
 using test_support::bits;
+using test_support::poisoned;
 using test_support::contains;
 using test_support::OrderedSink;
 using test_support::SinkLog;
@@ -802,12 +803,6 @@ namespace {
 struct AddF {
   CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
 };
-template <class T>
-std::vector<T> poisoned(std::size_t n) {
-  std::vector<T> v(n);
-  std::memset(v.data(), 0x7f, n * sizeof(T));
-  return v;
-}
 }  // namespace
 
 TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one member, in order", "[spread][scan]") {
@@ -842,11 +837,12 @@ TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one m
     // A Source and a Sink, called in chunk order with the run's offsets.
     std::vector<float> got = poisoned<float>(n);
     std::size_t delivered = 0;
-    spread.run(test_support::replay(x), sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+    auto in_order = sink<float>([&](std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
       REQUIRE(offset == delivered);
       std::memcpy(got.data() + offset, d.data(), d.size() * sizeof(float));
       delivered += d.size();
-    }));
+    });
+    spread.run(test_support::replay(x), in_order);
     REQUIRE(delivered == n);
     std::size_t wrong = 0;
     for (std::size_t i = 0; i < n; ++i) wrong += bits(got[i]) == bits(want[i]) ? 0 : 1;
