@@ -4,6 +4,8 @@
 /// that checks every CUDA call. Needs the CUDA runtime's headers.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
+
 #include <cuda_runtime_api.h>
 
 #include <stdexcept>
@@ -34,10 +36,7 @@ class cuda_error : public std::runtime_error {
   int line() const noexcept { return line_; }
 
  private:
-  static std::string message(cudaError_t code, const char* call, const char* file, int line) {
-    return std::string("chunkpipe: CUDA error ") + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) +
-           ") in " + call + " at " + file + ':' + std::to_string(line);
-  }
+  static std::string message(cudaError_t code, const char* call, const char* file, int line);
   cudaError_t code_;
   const char* call_;
   const char* file_;
@@ -102,31 +101,7 @@ inline bool means_no_device(cudaError_t code) noexcept {
 /// that needs none: no_device_error's message. `code` and `count` are what
 /// cudaGetDeviceCount gave. Clears CUDA's last error. Throws only
 /// std::bad_alloc.
-inline std::string no_device_message(cudaError_t code, int count) {
-  (void)cudaGetLastError();
-  int driver = 0, runtime = 0;
-  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;  // 0: no driver installed
-  if (cudaRuntimeGetVersion(&runtime) != cudaSuccess) runtime = 0;
-  (void)cudaGetLastError();
-  auto version = [](int v) { return std::to_string(v / 1000) + '.' + std::to_string(v % 1000 / 10); };
-  const std::string cuda_said =
-      code == cudaSuccess ? std::string("cudaGetDeviceCount found ") + std::to_string(count) + " devices"
-                          : std::string("cudaGetDeviceCount: ") + cudaGetErrorName(code);
-  std::string why;
-  if (driver == 0) {
-    why = "this machine has no NVIDIA driver";
-  } else if (code == cudaSuccess) {
-    why = "the NVIDIA driver reports none (CUDA_VISIBLE_DEVICES may hide them)";
-  } else if (code == cudaErrorInsufficientDriver) {
-    why = "the NVIDIA driver supports CUDA " + version(driver) + ", older than this program's CUDA runtime " +
-          version(runtime) + "; update the driver";
-  } else {
-    why = cudaGetErrorString(code);
-  }
-  return "chunkpipe: no CUDA device to run on: " + why + " (" + cuda_said +
-         "). ChunkedPipeline needs one; chunkpipe::HostPipeline (<chunkpipe/host_backend.hpp>) runs the same "
-         "stages and ranges on the CPU";
-}
+std::string no_device_message(cudaError_t code, int count);
 
 }  // namespace detail
 }  // namespace chunkpipe
@@ -140,3 +115,7 @@ inline std::string no_device_message(cudaError_t code, int count) {
       ::chunkpipe::detail::throw_cuda_error(chunkpipe_status_, #call, __FILE__, __LINE__); \
     }                                                                                \
   } while (0)
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/cuda_error.inl>
+#endif

@@ -11,6 +11,7 @@
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/memory_resource.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 
 #include <cuda/stream_ref>
@@ -34,39 +35,13 @@ struct EventDeleter {
 
 // Where CUDA says `p` lives: "device memory of device 0", "pinned host
 // memory", and so on, for the errors below.
-inline std::string memory_kind(const cudaPointerAttributes& a) {
-  switch (a.type) {
-    case cudaMemoryTypeDevice: return "device memory of device " + std::to_string(a.device);
-    case cudaMemoryTypeHost: return "pinned host memory";
-    case cudaMemoryTypeManaged: return "managed memory";
-    default: return "pageable host memory";
-  }
-}
+std::string memory_kind(const cudaPointerAttributes& a);
 
 // Checks that memory a resource gave is what the buffer holds: device
 // memory of the current device (or managed) when `device`, else
 // page-locked host memory (or managed). Gives it back and throws
 // config_error naming `what` if not; cuda_error if CUDA fails.
-inline void check_resource_memory(ResourceBuffer& b, bool device, const char* what) {
-  if (b.data() == nullptr) return;
-  cudaPointerAttributes a{};
-  const cudaError_t e = cudaPointerGetAttributes(&a, b.data());
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    a.type = cudaMemoryTypeUnregistered;
-  }
-  int current = 0;
-  CHUNKPIPE_CUDA_TRY(cudaGetDevice(&current));
-  const bool ok = a.type == cudaMemoryTypeManaged ||
-                  (device ? a.type == cudaMemoryTypeDevice && a.device == current : a.type == cudaMemoryTypeHost);
-  if (ok) return;
-  const std::string kind = memory_kind(a);
-  b.reset();
-  throw config_error(std::string("chunkpipe: the memory resource for ") + what + " gave " + kind + "; it must give " +
-                     (device ? "device memory of device " + std::to_string(current) + " (or managed memory)"
-                             : std::string("page-locked host memory (cudaMallocHost, cudaHostAlloc, "
-                                           "cudaHostRegister) or managed memory")));
-}
+void check_resource_memory(ResourceBuffer& b, bool device, const char* what);
 
 inline void free_device(void* p, std::size_t) noexcept {
   if (cudaFree(p) != cudaSuccess) (void)cudaGetLastError();
@@ -143,17 +118,7 @@ class DeviceBuffer {
   /// null or a misaligned address; config_error if what it returns is not
   /// device memory of the current device or managed memory (given back
   /// first).
-  DeviceBuffer(std::size_t bytes, std::shared_ptr<MemoryResource> resource, const char* what = "device memory") {
-    if (resource) {
-      buffer_ = detail::ResourceBuffer(std::move(resource), bytes, buffer_alignment, what);
-      detail::check_resource_memory(buffer_, true, what);
-      return;
-    }
-    if (bytes == 0) return;
-    void* p = nullptr;
-    CHUNKPIPE_CUDA_TRY(cudaMalloc(&p, bytes));
-    buffer_ = detail::ResourceBuffer(p, bytes, buffer_alignment, &detail::free_device);
-  }
+  DeviceBuffer(std::size_t bytes, std::shared_ptr<MemoryResource> resource, const char* what = "device memory");
   /// The memory (device memory: not for the host to dereference); null
   /// where it holds none.
   std::byte* data() const noexcept { return buffer_.data(); }
@@ -179,17 +144,7 @@ class PinnedBuffer {
   /// as long as the resource does. Throws as DeviceBuffer's constructor
   /// does, config_error if what the resource returns is not page-locked
   /// host memory or managed memory.
-  PinnedBuffer(std::size_t bytes, std::shared_ptr<MemoryResource> resource, const char* what = "pinned memory") {
-    if (resource) {
-      buffer_ = detail::ResourceBuffer(std::move(resource), bytes, buffer_alignment, what);
-      detail::check_resource_memory(buffer_, false, what);
-      return;
-    }
-    if (bytes == 0) return;
-    void* p = nullptr;
-    CHUNKPIPE_CUDA_TRY(cudaMallocHost(&p, bytes));
-    buffer_ = detail::ResourceBuffer(p, bytes, buffer_alignment, &detail::free_pinned);
-  }
+  PinnedBuffer(std::size_t bytes, std::shared_ptr<MemoryResource> resource, const char* what = "pinned memory");
   /// The memory, readable and writable by the host; null where it holds
   /// none.
   std::byte* data() const noexcept { return buffer_.data(); }
@@ -337,3 +292,7 @@ class CudaPoolResource final : public MemoryResource {
 };
 
 }  // namespace chunkpipe
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/memory.inl>
+#endif

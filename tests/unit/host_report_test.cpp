@@ -203,6 +203,37 @@ TEST_CASE("a profiled host run times each op that moved data once, in an order i
   }
 }
 
+TEST_CASE("a host report counts a Reduce's records and a Filter's kept elements as the bytes out", "[host][report]") {
+  // Report::bytes_out is what the run wrote: one record per segment for a
+  // Reduce, the elements kept for a Filter; bytes_in every element read.
+  const std::vector<float> x = random_floats(10000, 11);
+  const std::size_t kept = static_cast<std::size_t>(std::count_if(x.begin(), x.end(), [](float v) { return v > 0.f; }));
+  REQUIRE(kept > 1000);
+  REQUIRE(kept < 9000);
+  {
+    struct Plus {
+      CHUNKPIPE_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
+    };
+    auto pipe = make_host_pipeline({.chunk_elems = 1024, .depth = 3, .profile = true}, reduce(0.f, Plus{}, 256));
+    (void)pipe.run(x);
+    const Report r = pipe.report();
+    CHECK(r.elems == x.size());
+    CHECK(r.bytes_in == x.size() * sizeof(float));
+    CHECK(r.bytes_out == (x.size() + 255) / 256 * sizeof(float));
+  }
+  {
+    struct Positive {
+      CHUNKPIPE_HOST_DEVICE bool operator()(float v) const { return v > 0.f; }
+    };
+    auto pipe = make_host_pipeline({.chunk_elems = 1024, .depth = 3, .profile = true}, filter(Positive{}));
+    std::vector<float> y(x.size(), -9.f);
+    REQUIRE(pipe.run(x, y) == kept);
+    const Report r = pipe.report();
+    CHECK(r.bytes_in == x.size() * sizeof(float));
+    CHECK(r.bytes_out == kept * sizeof(float));
+  }
+}
+
 TEST_CASE("the seeded walk's order is what the host report shows", "[host][report]") {
   // Some seed runs a later-issued op before an earlier one; the report must
   // show that, not issue order.

@@ -22,6 +22,7 @@
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/detail/calibration_state.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -46,27 +47,11 @@ class Calibration {
   /// `user`, scheduled in units of `unit` elements, deciding between 1 and
   /// `most` lanes. Creates its events now, so timing allocates nothing.
   /// Throws cuda_error.
-  Calibration(const Options& user, int stages, int most, std::size_t unit)
-      : user_(user), stages_(stages), most_(most), unit_(unit), state_(stages, unit) {
-    probes_.resize(state_.slots());
-    for (Probe& p : probes_) {
-      p.start = Event::create(true);
-      p.end = Event::create(true);
-    }
-  }
+  Calibration(const Options& user, int stages, int most, std::size_t unit);
 
   /// The probe to time device op `op` (of `count` elements) with, or
   /// nullptr (CalibrationState::slot_for). Never throws.
-  Probe* probe_for(const Op& op, std::size_t count) noexcept {
-    const std::size_t slot = state_.slot_for(op, count);
-    if (slot == CalibrationState::none) return nullptr;
-    Probe& p = probes_[slot];
-    p.kind = op.kind;
-    p.stage = op.stage;
-    p.count = count;
-    p.bytes = 0;
-    return &p;
-  }
+  Probe* probe_for(const Op& op, std::size_t count) noexcept;
 
   /// The run about to be issued: its elements (0: not known) and kernel
   /// lanes (CalibrationState::note_run).
@@ -88,50 +73,10 @@ class Calibration {
   /// failed). If `final`, decides on whatever chunks were timed (the
   /// pipeline has been waited for). Never blocks, never throws (a decision
   /// that cannot be made is never made: the lanes stay).
-  std::optional<Decision> settle(bool final) {
-    if (!state_.due(final)) return std::nullopt;
-    for (std::size_t i = 0; i < probes_.size(); ++i) {
-      if (!state_.used(i)) continue;
-      // Not cudaGetLastError() after either: a pending error may be the
-      // caller's own, and NotReady is never recorded as one.
-      const cudaError_t q = cudaEventQuery(probes_[i].end.get());
-      if (q == cudaErrorNotReady) return std::nullopt;  // not yet: a later run asks again
-      if (q != cudaSuccess) {
-        state_.broken();  // the run that failed reports why; the lanes stay
-        return std::nullopt;
-      }
-    }
-    try {
-      return state_.conclude(decide_from_probes());
-    } catch (const cuda_error&) {
-      state_.fail();
-    } catch (const config_error&) {
-      state_.fail();  // nothing measurable was timed (every op below the events' resolution)
-    } catch (...) {
-      state_.fail();  // out of memory: never asked again, so no later run fails on it
-    }
-    return std::nullopt;
-  }
+  std::optional<Decision> settle(bool final);
 
  private:
-  Decision decide_from_probes() {
-    std::vector<TimedOp> timed;
-    for (std::size_t i = 0; i < probes_.size(); ++i) {
-      if (!state_.used(i)) continue;
-      const Probe& p = probes_[i];
-      float ms = 0.0f;
-      CHUNKPIPE_CUDA_TRY(cudaEventElapsedTime(&ms, p.start.get(), p.end.get()));
-      TimedOp op;
-      op.kind = p.kind;
-      op.stage = p.stage;
-      op.end_ms = static_cast<double>(ms);
-      op.bytes = p.bytes;
-      op.elems = p.count;
-      timed.push_back(op);
-    }
-    const std::size_t n = state_.run_elems() != 0 ? state_.run_elems() : 64 * unit_;
-    return decide_calibrated(user_, stages_, timed, n, most_);
-  }
+  Decision decide_from_probes();
 
   Options user_;
   int stages_;
@@ -142,3 +87,7 @@ class Calibration {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/calibration.inl>
+#endif

@@ -14,6 +14,7 @@
 // so several queues may hand it work at once.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <algorithm>
@@ -35,14 +36,7 @@ class CopyTeam {
   /// `threads` in all, the caller's included: threads - 1 helpers start.
   /// Throws std::system_error (with no thread left running) where a
   /// thread cannot start.
-  explicit CopyTeam(int threads) {
-    try {
-      for (int i = 1; i < threads; ++i) helpers_.emplace_back([this] { help(); });
-    } catch (...) {
-      stop();
-      throw;
-    }
-  }
+  explicit CopyTeam(int threads);
   ~CopyTeam() { stop(); }
   CopyTeam(const CopyTeam&) = delete;
   CopyTeam& operator=(const CopyTeam&) = delete;
@@ -53,16 +47,7 @@ class CopyTeam {
   /// called from several threads at once (a spread's members share one
   /// team, so that the host's memory, not the members' count, sets how
   /// many threads copy): see each().
-  void copy(const std::vector<Copy>& copies) {
-    std::size_t total = 0;
-    for (const Copy& c : copies) total += c.bytes;
-    // Small copies are not worth waking anyone for.
-    if (helpers_.empty() || total < (std::size_t{1} << 20)) {
-      share(copies, total, 0, 1);
-      return;
-    }
-    each([&](std::size_t part, std::size_t parts) { share(copies, total, part, parts); });
-  }
+  void copy(const std::vector<Copy>& copies);
 
   /// Calls fn(part, threads()) once for every part in [0, threads()), each
   /// on one thread: the caller's and whichever helpers are free (the caller
@@ -71,32 +56,7 @@ class CopyTeam {
   /// returns when all have returned. What a call throws is rethrown here,
   /// the lowest part's first, once every call has returned. Blocks; may be
   /// called from several threads at once, each call's parts its own.
-  void each(const std::function<void(std::size_t part, std::size_t parts)>& fn) {
-    if (helpers_.empty()) {
-      fn(0, 1);
-      return;
-    }
-    Job job(fn, threads());
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      open_.push_back(&job);
-    }
-    go_.notify_all();
-    for (;;) {
-      std::size_t part = 0;
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (job.next == job.parts) break;
-        part = claim(job);
-      }
-      perform(job, part);
-    }
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return job.done == job.parts; });
-    for (const std::exception_ptr& e : job.errors) {
-      if (e) std::rethrow_exception(e);
-    }
-  }
+  void each(const std::function<void(std::size_t part, std::size_t parts)>& fn);
 
  private:
   // One call of each(): its parts are claimed in order, by its caller and
@@ -113,19 +73,7 @@ class CopyTeam {
 
   // Copies share `part` of `parts` of the bytes of `copies`, taken as one
   // concatenated range, in 64-byte-aligned pieces.
-  static void share(const std::vector<Copy>& copies, std::size_t total, std::size_t part, std::size_t parts) {
-    auto edge = [&](std::size_t p) { return p == parts ? total : (total / parts * p) & ~std::size_t{63}; };
-    std::size_t begin = edge(part), end = edge(part + 1), base = 0;
-    for (const Copy& c : copies) {
-      const std::size_t lo = std::max(begin, base), hi = std::min(end, base + c.bytes);
-      if (lo < hi) {
-        std::memcpy(static_cast<std::byte*>(c.dst) + (lo - base), static_cast<const std::byte*>(c.src) + (lo - base),
-                    hi - lo);
-      }
-      base += c.bytes;
-      if (base >= end) break;
-    }
-  }
+  static void share(const std::vector<Copy>& copies, std::size_t total, std::size_t part, std::size_t parts);
 
   // Takes `job`'s next part; a job with none left leaves the open list.
   // Under mutex_.
@@ -137,44 +85,11 @@ class CopyTeam {
 
   // Runs one part and counts it done. Nothing of `job` is touched after
   // the count: the last part done lets its caller return.
-  void perform(Job& job, std::size_t part) {
-    std::exception_ptr error;
-    try {
-      (*job.fn)(part, job.parts);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job.errors[part] = std::move(error);
-      ++job.done;
-    }
-    finished_.notify_all();  // callers wait on one condition variable
-  }
+  void perform(Job& job, std::size_t part);
 
-  void stop() noexcept {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-    }
-    go_.notify_all();
-    for (std::thread& t : helpers_) t.join();
-  }
+  void stop() noexcept;
 
-  void help() {
-    for (;;) {
-      Job* job = nullptr;
-      std::size_t part = 0;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        go_.wait(lock, [&] { return stop_ || !open_.empty(); });
-        if (stop_) return;
-        job = open_.front();
-        part = claim(*job);
-      }
-      perform(*job, part);
-    }
-  }
+  void help();
 
   std::mutex mutex_;
   std::condition_variable go_, finished_;
@@ -193,11 +108,7 @@ class SharedCopyTeam {
   int threads() const noexcept { return threads_; }
   /// The team; its threads start with the first call. Throws what starting
   /// a thread throws.
-  std::shared_ptr<CopyTeam> get() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!team_) team_ = std::make_shared<CopyTeam>(threads_);
-    return team_;
-  }
+  std::shared_ptr<CopyTeam> get();
 
  private:
   const int threads_;
@@ -206,3 +117,7 @@ class SharedCopyTeam {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/copy_team.inl>
+#endif

@@ -50,6 +50,12 @@
 
 namespace chunkpipe::detail {
 
+#if !CHUNKPIPE_HEADER_ONLY
+// The compiled part instantiates these once (<chunkpipe/compiled.hpp>).
+extern template class Coalescer<RunState>;
+extern template class InFlightRanges<RunState>;
+#endif
+
 /// Whether a host range must be staged through pinned slots.
 inline bool needs_staging(const void* p, Memory memory) {
   if (memory == Memory::pinned) return false;

@@ -14,6 +14,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>
 #include <chunkpipe/report.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 
 #include <cstddef>
 #include <mutex>
@@ -50,40 +51,11 @@ class Dispatcher {
   /// replayed). A run of nothing goes on streams (nothing is issued).
   /// Where a run that asked for graphs goes on streams, `note` says why.
   /// Throws only std::bad_alloc.
-  Executor choose(std::size_t n, std::size_t chunks, bool staged, bool labelled, std::string& note) {
-    if (n == 0 || options_.executor == Executor::streams) return Executor::streams;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (labelled) {
-      if (options_.executor == Executor::graphs) {
-        note = "a spread run's piece: its stages see the spread run's chunk numbers and offsets, which differ from "
-               "piece to piece, where a graph replays the launches of the piece it was built for";
-        ++stats_.on_streams;
-        stats_.last_note = note;
-      }
-      return Executor::streams;
-    }
-    if (shape_runs_.size() > 64) shape_runs_.clear();  // bounded; forgetting only delays a graph
-    int& seen = shape_runs_[n];
-    Executor e =
-        ::chunkpipe::detail::choose_executor(options_, geometry_, all_elementwise_, chunks, staged, seen, &note);
-    ++seen;
-    if (e == Executor::graphs && !refused_.empty()) {
-      note = refused_;  // a stage that cannot be captured: every shape would fail the same way
-      e = Executor::streams;
-    }
-    if (e == Executor::streams && options_.executor == Executor::graphs) {
-      ++stats_.on_streams;
-      stats_.last_note = note;
-    }
-    return e;
-  }
+  Executor choose(std::size_t n, std::size_t chunks, bool staged, bool labelled, std::string& note);
 
   /// At issue, for a run given graphs: why it must go on streams after
   /// all (a stage found not to capture since it was started), or empty.
-  std::string refusal() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return refused_;
-  }
+  std::string refusal() const;
 
   /// A run's graph was issued: `path` is GraphExecutor::Path (built,
   /// updated or replayed), `times` what the executor measured, `cached`
@@ -110,13 +82,7 @@ class Dispatcher {
   /// `every_shape` when a stage cannot be captured, so that no later run
   /// gets graphs either). Returns whether the run goes on streams instead:
   /// false under Executor::graphs, where it fails.
-  bool build_failed(const std::string& why, bool every_shape) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (every_shape) refused_ = why;
-    ++stats_.on_streams;
-    stats_.last_note = why;
-    return options_.executor != Executor::graphs;
-  }
+  bool build_failed(const std::string& why, bool every_shape);
 
   /// New slots (other element types): a stage may capture where it did not.
   void new_flow() {
@@ -125,10 +91,7 @@ class Dispatcher {
   }
 
   /// What the graph executor did so far (ChunkedPipeline::graph_stats()).
-  GraphStats stats() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
-  }
+  GraphStats stats() const;
 
  private:
   const Options& options_;  // the owner's (PipelineFront's), which outlive this
@@ -142,3 +105,7 @@ class Dispatcher {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/dispatcher.inl>
+#endif

@@ -9,6 +9,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/detail/windows.hpp>
 
 #include <cstddef>
@@ -143,21 +144,16 @@ struct has_io_note<F, std::void_t<decltype(std::string{std::declval<const F&>().
 /// Sink writes at any offset. `threads` says how a chunk's read is shared
 /// ("8 threads (the default ...)"), `ahead` how far reads run ahead ("into
 /// 3 free slots (...)").
-inline std::string describe_io(const Endpoints& e, const std::string& threads, const std::string& ahead) {
-  bool reads = false, writes = false;
-  for (const auto& i : e.in) reads = reads || static_cast<bool>(i.read_at);
-  for (const auto& o : e.out) writes = writes || static_cast<bool>(o.write_at);
-  std::string s;
-  if (reads) {
-    s += "source read at any offset, each chunk of 1 MiB or more over " + threads + ", ahead " + ahead;
-    if (e.in_note) s += "; " + e.in_note();
-  }
-  if (writes) {
-    s += std::string(s.empty() ? "" : " | ") + "sink written at any offset, a chunk a call";
-    if (e.out_note) s += "; " + e.out_note();
-  }
-  return s;
-}
+std::string describe_io(const Endpoints& e, const std::string& threads, const std::string& ahead);
+
+/// The bytes a run of `elems` elements with endpoints `e` moves, as its
+/// report counts them (Report::bytes_in, bytes_out), on either backend:
+/// every input's elements in, every output's records (or what a counted
+/// stage emitted) out.
+struct IoBytes {
+  std::size_t in = 0, out = 0;
+};
+IoBytes io_bytes(const Endpoints& e, std::size_t elems) noexcept;
 
 template <class F>
 bool is_positional(const F& f) {
@@ -312,3 +308,7 @@ Endpoints make_endpoints(In in, Out out, Decide&& staged, const Window& w = {}) 
 }
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/endpoints.inl>
+#endif

@@ -30,6 +30,11 @@
 
 namespace chunkpipe::detail {
 
+#if !CHUNKPIPE_HEADER_ONLY
+// The compiled part instantiates it once (<chunkpipe/compiled.hpp>).
+extern template class InFlightRanges<HostRun>;
+#endif
+
 /// What a HostTicket needs of its pipeline, whatever its stages.
 struct HostEngineBase {
   virtual ~HostEngineBase() = default;

@@ -77,34 +77,7 @@ struct HostRun {
   /// has run (HostTicket::wait(), before the run concludes). Does nothing
   /// for a run that is not profiled, failed, or still has ops to run (the
   /// report is then never shown). Safe from several threads.
-  void build_report() {
-    std::call_once(report_once_, [&] {
-      if (!profile || failed() || pending != 0) return;
-      // Issue order, as the GPU's report lists its ops; they ran in the
-      // seeded order, which their times show.
-      report.ops = timed;
-      std::sort(report.ops.begin(), report.ops.end(),
-                [](const TimedOp& a, const TimedOp& b) { return a.id < b.id; });
-      report.clock_ms = std::chrono::duration<double, std::milli>(origin - clock_zero).count();
-      report.clock_zero_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(clock_zero.time_since_epoch()).count();
-      report.chunks = chunks;
-      report.elems = elems;
-      report.bytes_in = report.bytes_out = 0;
-      // As the GPU counts them (RunState::build_report): every input's
-      // elements in, every output's records (or what a counted stage
-      // emitted) out.
-      if (ends) {
-        for (const auto& e : ends->in) report.bytes_in += elems * e.elem_size;
-        const std::size_t records =
-            ends->packed ? ends->packed->emitted : (elems + ends->per_record - 1) / ends->per_record;
-        for (const auto& e : ends->out) report.bytes_out += records * e.elem_size;
-        report.io = ::chunkpipe::detail::describe_io(
-            *ends, std::to_string(positional_parts) + " parts, in turn on the thread that waits",
-            "into " + std::to_string(report.depth) + " free slots");
-      }
-    });
-  }
+  void build_report();
 
  private:
   std::once_flag report_once_;

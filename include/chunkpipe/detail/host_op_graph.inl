@@ -6,6 +6,30 @@
 
 namespace chunkpipe::detail {
 
+CHUNKPIPE_INLINE void HostRun::build_report() {
+  std::call_once(report_once_, [&] {
+    if (!profile || failed() || pending != 0) return;
+    // Issue order, as the GPU's report lists its ops; they ran in the
+    // seeded order, which their times show.
+    report.ops = timed;
+    std::sort(report.ops.begin(), report.ops.end(),
+              [](const TimedOp& a, const TimedOp& b) { return a.id < b.id; });
+    report.clock_ms = std::chrono::duration<double, std::milli>(origin - clock_zero).count();
+    report.clock_zero_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_zero.time_since_epoch()).count();
+    report.chunks = chunks;
+    report.elems = elems;
+    const IoBytes bytes = ends ? io_bytes(*ends, elems) : IoBytes{};
+    report.bytes_in = bytes.in;
+    report.bytes_out = bytes.out;
+    if (ends) {
+      report.io = ::chunkpipe::detail::describe_io(
+          *ends, std::to_string(positional_parts) + " parts, in turn on the thread that waits",
+          "into " + std::to_string(report.depth) + " free slots");
+    }
+  });
+}
+
 CHUNKPIPE_INLINE void HostSlots::lay_out(const SlotLayout& layout) {
   mem_ = SlotMemory{};
   device_.reset();

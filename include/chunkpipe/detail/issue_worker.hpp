@@ -9,6 +9,8 @@
 // here, which costs no thread hop.
 #pragma once
 
+#include <chunkpipe/detail/linkage.hpp>
+
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -21,11 +23,11 @@ namespace chunkpipe::detail {
 
 class IssueWorker {
  public:
-  IssueWorker() = default;
+  IssueWorker();
   IssueWorker(const IssueWorker&) = delete;
   IssueWorker& operator=(const IssueWorker&) = delete;
   /// Issues every job still queued, then stops. Never throws.
-  ~IssueWorker() { stop(); }
+  ~IssueWorker();
 
   /// Whether no job is queued or running. Never blocks on a job.
   bool idle() {
@@ -34,15 +36,7 @@ class IssueWorker {
   }
 
   /// Queues a job (which must not throw); starts the thread on first use.
-  void push(std::function<void()> job) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      jobs_.push_back(std::move(job));
-      ++pending_;
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    }
-    wake_.notify_one();
-  }
+  void push(std::function<void()> job);
 
   /// Blocks until every job queued so far has run.
   void wait_idle() {
@@ -50,34 +44,10 @@ class IssueWorker {
     done_.wait(lock, [&] { return pending_ == 0; });
   }
 
-  void stop() noexcept {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
-    }
-    wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
-  }
+  void stop() noexcept;
 
  private:
-  void loop() {
-    for (;;) {
-      std::function<void()> job;
-      {
-        std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
-        if (jobs_.empty()) return;
-        job = std::move(jobs_.front());
-        jobs_.pop_front();
-      }
-      job();
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        --pending_;
-      }
-      done_.notify_all();
-    }
-  }
+  void loop();
 
   std::mutex mutex_;
   std::condition_variable wake_, done_;
@@ -88,3 +58,7 @@ class IssueWorker {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/issue_worker.inl>
+#endif

@@ -11,6 +11,7 @@
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/detail/calibration.cuh>
 #include <chunkpipe/detail/driver.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 
 #include <cstddef>
 #include <mutex>
@@ -36,14 +37,7 @@ class LaneTuner {
   /// progress. Returns nullptr when there is nothing new to hand over.
   /// Called by the issuing side only (under its lock, on the device).
   Calibration* new_schedule(bool calibrates, const Options& options, int stages, int lane_capacity,
-                            std::size_t chunk_elems) {
-    if (calibrates && !cal_) {
-      cal_.emplace(options, stages, lane_capacity, chunk_elems);
-      return &*cal_;
-    }
-    if (cal_) cal_->restart();
-    return nullptr;
-  }
+                            std::size_t chunk_elems);
 
   bool has_calibration() const noexcept { return cal_.has_value(); }
 
@@ -56,47 +50,26 @@ class LaneTuner {
   /// instead of delaying the run's first op (benchmarks/probes/default_gap.cu
   /// found each run that followed a check 0.5 ms slower when it was made
   /// here). Issuing side only.
-  int lanes_for_run(std::size_t n) {
-    if (!cal_) return run_lanes_;
-    if (!cal_->decided()) settle(false);
-    cal_->note_run(n == unknown_length ? 0 : n, run_lanes_);
-    return run_lanes_;
-  }
+  int lanes_for_run(std::size_t n);
 
   /// Makes a decision if the calibrated chunks are done (any timed at all,
   /// if `final`), and publishes it: the first, and any later check's that
   /// found the work moved (CalibrationState::recheck_chunks, moved_margin).
   /// Never blocks beyond this tuner's own lock. Issuing side only, on the
   /// pipeline's device.
-  void settle(bool final) {
-    if (!cal_) return;
-    std::optional<Decision> d = cal_->settle(final);
-    if (!d) return;
-    run_lanes_ = d->chosen.geometry.kernel_lanes;
-    std::lock_guard<std::mutex> lock(decided_mutex_);
-    decision_ = std::move(*d);
-  }
+  void settle(bool final);
 
   /// What was decided so far (nothing if nothing was). Any thread; never
   /// waits for the issuing side.
-  std::optional<Decision> decision() const {
-    std::lock_guard<std::mutex> lock(decided_mutex_);
-    return decision_;
-  }
+  std::optional<Decision> decision() const;
 
   /// Why the decision chose what it did (Report::decision); empty while
   /// nothing is decided. Any thread.
-  std::string why() const {
-    std::lock_guard<std::mutex> lock(decided_mutex_);
-    return decision_ ? decision_->why : std::string();
-  }
+  std::string why() const;
 
   /// The lanes decided, or 0 where nothing was (plan_for's "the
   /// geometry's"). Any thread.
-  int decided_lanes() const {
-    std::lock_guard<std::mutex> lock(decided_mutex_);
-    return decision_ ? decision_->chosen.geometry.kernel_lanes : 0;
-  }
+  int decided_lanes() const;
 
  private:
   std::optional<Calibration> cal_;  // issuing side: from the first schedule of a pipeline that calibrates
@@ -106,3 +79,7 @@ class LaneTuner {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/lane_tuner.inl>
+#endif

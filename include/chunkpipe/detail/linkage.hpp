@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // How chunkpipe's non-template host code (plans, the hazard check, the
-// simulator, reports, the decision, the host backend's op graph: the
-// detail/*.inl files) is linked into a program.
+// simulator, reports, the decision, the host backend's op graph, and the
+// GPU runtime's parts that do not depend on the stages: the detail/*.inl
+// files) is linked into a program.
 //
 // Header-only, the default: each public header includes its .inl at its
 // bottom and every function there is `inline`, so any file may include

@@ -7,6 +7,7 @@
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/memory_resource.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -20,15 +21,7 @@ namespace chunkpipe::detail {
 
 /// The message of the exception being handled ("an exception that is not a
 /// std::exception" otherwise). Call only inside a catch block.
-inline std::string current_message() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
+std::string current_message();
 
 /// Bytes from a MemoryResource or a built-in allocation, given back in the
 /// destructor the way they came (the resource's deallocate with the same
@@ -47,26 +40,7 @@ class ResourceBuffer {
   /// resource throws (its exception nested: std::rethrow_if_nested), returns
   /// null or returns memory not so aligned (given back first).
   ResourceBuffer(std::shared_ptr<MemoryResource> resource, std::size_t bytes, std::size_t alignment,
-                 const char* what)
-      : bytes_(bytes), alignment_(alignment) {
-    if (bytes == 0) return;
-    const std::string head = std::string("chunkpipe: allocating ") + what + " (" + std::to_string(bytes) +
-                             " bytes, alignment " + std::to_string(alignment) + ") from the program's memory resource";
-    void* p = nullptr;
-    try {
-      p = resource->allocate(bytes, alignment);
-    } catch (...) {
-      std::throw_with_nested(pipeline_error(head + " failed: " + current_message()));
-    }
-    if (p == nullptr) throw pipeline_error(head + " failed: it returned null");
-    if (reinterpret_cast<std::uintptr_t>(p) % alignment != 0) {
-      resource->deallocate(p, bytes, alignment);
-      throw pipeline_error(head + " failed: it returned an address not aligned to " + std::to_string(alignment) +
-                           " bytes");
-    }
-    ptr_ = p;
-    resource_ = std::move(resource);
-  }
+                 const char* what);
 
   /// Takes `p` (`bytes` bytes, built-in memory), which `free` gives back.
   /// Never blocks; throws nothing.
@@ -74,13 +48,7 @@ class ResourceBuffer {
       : ptr_(p), bytes_(bytes), alignment_(alignment), free_(free) {}
 
   ResourceBuffer(ResourceBuffer&& o) noexcept { take(o); }
-  ResourceBuffer& operator=(ResourceBuffer&& o) noexcept {
-    if (this != &o) {
-      reset();
-      take(o);
-    }
-    return *this;
-  }
+  ResourceBuffer& operator=(ResourceBuffer&& o) noexcept;
   ResourceBuffer(const ResourceBuffer&) = delete;
   ResourceBuffer& operator=(const ResourceBuffer&) = delete;
   ~ResourceBuffer() { reset(); }
@@ -91,28 +59,10 @@ class ResourceBuffer {
   const std::shared_ptr<MemoryResource>& resource() const noexcept { return resource_; }
 
   /// Gives the memory back now. Never throws.
-  void reset() noexcept {
-    if (ptr_ != nullptr) {
-      if (resource_) {
-        resource_->deallocate(ptr_, bytes_, alignment_);
-      } else if (free_ != nullptr) {
-        free_(ptr_, alignment_);
-      }
-    }
-    ptr_ = nullptr;
-    bytes_ = 0;
-    resource_.reset();
-    free_ = nullptr;
-  }
+  void reset() noexcept;
 
  private:
-  void take(ResourceBuffer& o) noexcept {
-    resource_ = std::move(o.resource_);
-    ptr_ = std::exchange(o.ptr_, nullptr);
-    bytes_ = std::exchange(o.bytes_, 0);
-    alignment_ = o.alignment_;
-    free_ = std::exchange(o.free_, nullptr);
-  }
+  void take(ResourceBuffer& o) noexcept;
 
   std::shared_ptr<MemoryResource> resource_;
   void* ptr_ = nullptr;
@@ -125,13 +75,11 @@ class ResourceBuffer {
 /// from aligned operator new where it is null (the host backend's slots,
 /// records and piece buffers). Throws as ResourceBuffer's constructor does,
 /// std::bad_alloc from operator new.
-inline ResourceBuffer host_buffer(std::shared_ptr<MemoryResource> resource, std::size_t bytes,
-                                  std::size_t alignment, const char* what) {
-  if (resource) return ResourceBuffer(std::move(resource), bytes, alignment, what);
-  if (bytes == 0) return ResourceBuffer();
-  void* p = ::operator new(bytes, std::align_val_t{alignment});
-  return ResourceBuffer(p, bytes, alignment,
-                        [](void* q, std::size_t a) noexcept { ::operator delete(q, std::align_val_t{a}); });
-}
+ResourceBuffer host_buffer(std::shared_ptr<MemoryResource> resource, std::size_t bytes, std::size_t alignment,
+                           const char* what);
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/resource_buffer.inl>
+#endif

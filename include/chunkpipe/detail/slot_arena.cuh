@@ -14,6 +14,7 @@
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/memory_resource.hpp>
 #include <chunkpipe/options.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
 #include <cuda_runtime_api.h>
@@ -42,31 +43,7 @@ class RecordPool {
   /// Owner and address of at least `bytes` of pinned memory (none for 0).
   /// Thread-safe. Throws cuda_error if pinning fails, and what PinnedBuffer
   /// throws for a resource's memory.
-  std::pair<std::shared_ptr<void>, void*> get(std::size_t bytes) {
-    if (bytes == 0) return {nullptr, nullptr};
-    std::size_t size = 4096;
-    while (size < bytes) size *= 2;
-    PinnedBuffer b;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mutex);
-      auto& free = shared_->free;
-      for (auto it = free.begin(); it != free.end(); ++it) {
-        if (it->size() == size) {
-          b = std::move(*it);
-          free.erase(it);
-          break;
-        }
-      }
-    }
-    if (b.size() == 0) b = PinnedBuffer(size, pinned_, "the records of a folding run (Reduce, Accumulate)");
-    void* at = b.data();
-    auto held = std::make_shared<PinnedBuffer>(std::move(b));
-    std::shared_ptr<void> owner(at, [shared = shared_, held](void*) mutable {
-      std::lock_guard<std::mutex> lock(shared->mutex);
-      if (shared->free.size() < kept) shared->free.push_back(std::move(*held));
-    });
-    return {std::move(owner), at};
-  }
+  std::pair<std::shared_ptr<void>, void*> get(std::size_t bytes);
 
  private:
   static constexpr std::size_t kept = 64;  // free buffers kept for reuse
@@ -99,15 +76,7 @@ class SlotArena {
   /// in free device memory (cudaMalloc only: a resource says for itself),
   /// and what DeviceBuffer throws; then the layout is unchanged but the old
   /// device arena may be gone, so the caller prepares again.
-  void lay_out(SlotLayout layout) {
-    const std::size_t dev = layout.device_bytes();
-    if (device_arena_.size() < dev) {
-      if (!device_memory_) check_fits(layout);
-      device_arena_ = DeviceBuffer();  // the old slots' memory may be needed for the new
-      device_arena_ = DeviceBuffer(dev, device_memory_, "the device slots");
-    }
-    layout_ = std::move(layout);
-  }
+  void lay_out(SlotLayout layout);
 
   /// Whether the pinned arena holds the layout's pinned slots.
   bool has_pinned() const noexcept { return pinned_arena_.size() >= layout_.pinned_bytes(); }
@@ -116,10 +85,7 @@ class SlotArena {
   /// pipelines that stage need them; no op uses them before the first
   /// staged run). Blocks while pinning. Throws what PinnedBuffer throws, and
   /// then the old pinned arena is kept.
-  void ensure_pinned() {
-    if (has_pinned()) return;
-    pinned_arena_ = PinnedBuffer(layout_.pinned_bytes(), pinned_memory_, "the pinned slots");
-  }
+  void ensure_pinned();
 
   /// The slots' addresses for the executors; valid until the next lay_out()
   /// or ensure_pinned().
@@ -136,24 +102,9 @@ class SlotArena {
  private:
   // A clear error instead of cudaMalloc's out-of-memory, before anything
   // is given back.
-  void check_fits(const SlotLayout& layout) const {
-    const std::size_t dev = layout.device_bytes();
-    std::size_t free = 0, total = 0;
-    CHUNKPIPE_CUDA_TRY(cudaMemGetInfo(&free, &total));
-    free += device_arena_.size();
-    if (dev > free) {
-      throw config_error("chunkpipe: the slots need " + mib(dev) + " of device memory (" +
-                         std::to_string(layout.depth) + " slots of " + mib(layout.device_slot_bytes) + ") but only " +
-                         mib(free) + " are free on device " + std::to_string(device_) +
-                         "; use a smaller chunk_elems or depth");
-    }
-  }
+  void check_fits(const SlotLayout& layout) const;
 
-  static std::string mib(std::size_t bytes) {
-    char s[32];
-    std::snprintf(s, sizeof s, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-    return s;
-  }
+  static std::string mib(std::size_t bytes);
 
   int device_;  // for messages
   std::shared_ptr<MemoryResource> device_memory_, pinned_memory_;
@@ -164,3 +115,7 @@ class SlotArena {
 };
 
 }  // namespace chunkpipe::detail
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/slot_arena.inl>
+#endif
