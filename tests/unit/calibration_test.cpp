@@ -11,6 +11,7 @@
 
 using namespace chunkpipe;
 using detail::CalibrationState;
+using detail::TimingRound;
 
 namespace {
 
@@ -47,6 +48,36 @@ Decision made_from(double ns, double gbps, int lanes = 1) {
 }
 
 }  // namespace
+
+TEST_CASE("a timing round arms on its first whole chunk, gives each slot once and keeps that run's figures",
+          "[calibrate]") {
+  TimingRound r(1, unit);
+  REQUIRE(r.slots() == 5 * 3);
+  CHECK(r.take(chunk_ops(0)[0], unit / 2, 7, 1) == TimingRound::none);  // a short chunk does not arm it
+  CHECK_FALSE(r.armed());
+  const std::size_t h2d = r.take(chunk_ops(2)[0], unit, 4000, 2);
+  REQUIRE(h2d != TimingRound::none);
+  CHECK(r.armed());
+  CHECK(r.run_elems() == 4000);  // the run it began in
+  CHECK(r.lanes() == 2);
+  CHECK(r.take(chunk_ops(2)[0], unit, 9000, 3) == TimingRound::none);  // once
+  CHECK(r.run_elems() == 4000);
+  CHECK(r.take(chunk_ops(1)[0], unit, 4000, 2) == TimingRound::none);  // before its first chunk
+  CHECK(r.timed_chunks() == 1);
+  CHECK_FALSE(r.passed_by(6));
+  CHECK(r.passed_by(7));  // chunks 2 to 6 are the round's
+  r.close();
+  CHECK(r.closed());
+  CHECK(r.take(chunk_ops(3)[0], unit, 4000, 2) == TimingRound::none);
+  CHECK_FALSE(r.passed_by(9));
+  r.rearm();
+  CHECK_FALSE(r.armed());
+  CHECK_FALSE(r.closed());
+  CHECK_FALSE(r.used(h2d));
+  CHECK(r.timed_chunks() == 0);
+  CHECK(r.take(chunk_ops(8)[1], unit, 100, 1) != TimingRound::none);  // a stage op arms it too
+  CHECK(r.run_elems() == 100);
+}
 
 TEST_CASE("a calibration times the first five whole chunks, each op once", "[calibrate]") {
   CalibrationState s(1, unit);

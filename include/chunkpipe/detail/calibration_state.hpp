@@ -34,11 +34,73 @@
 
 namespace chunkpipe::detail {
 
+/// One round of timing: which ops of the first `chunks` whole-unit chunks
+/// from the round's first one are timed, each once, and the run the round
+/// times. CalibrationState decides when a round starts, closes or starts
+/// over; this only keeps its slots.
+class TimingRound {
+ public:
+  /// Chunks a round times (CalibrationState::chunks).
+  static constexpr std::size_t chunks = 5;
+  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+
+  /// For a pipeline of `stages` stages scheduled in units of `unit` elements.
+  TimingRound(int stages, std::size_t unit)
+      : rows_(static_cast<std::size_t>(stages) + 2), unit_(unit), used_(chunks * rows_, false) {}
+
+  std::size_t unit() const noexcept { return unit_; }
+  /// Timing slots: chunk * (stages + 2) + (h2d 0, d2h 1, stage s 2 + s).
+  std::size_t slots() const noexcept { return used_.size(); }
+  bool used(std::size_t slot) const noexcept { return used_[slot]; }
+  bool all_used() const noexcept {
+    return std::all_of(used_.begin(), used_.end(), [](bool u) { return u; });
+  }
+  /// Whether the round's first chunk is known (an op of a whole unit came).
+  bool armed() const noexcept { return armed_; }
+  /// Whether ops of a chunk past the timed ones were issued: what was
+  /// timed is all the round gets.
+  bool closed() const noexcept { return closed_; }
+  /// Whether `chunk` comes after the round's chunks while it is open.
+  bool passed_by(std::size_t chunk) const noexcept { return armed_ && !closed_ && chunk >= first_ + chunks; }
+  void close() noexcept { closed_ = true; }
+  /// Elements and kernel lanes of the runs the round times (those of the
+  /// run it began in).
+  std::size_t run_elems() const noexcept { return run_elems_; }
+  int lanes() const noexcept { return lanes_; }
+
+  /// The slot to time `op` (of `count` elements) in, or none: the round's
+  /// chunks' whole-unit ops, each slot once. The first such op arms the
+  /// round, which then times the run of `run_elems` elements on `lanes`.
+  std::size_t take(const Op& op, std::size_t count, std::size_t run_elems, int lanes) noexcept;
+
+  // Chunks with at least one op timed.
+  std::size_t timed_chunks() const noexcept;
+
+  /// Starts over: nothing timed, the next whole chunk first. A slot's
+  /// events may be recorded again while an earlier record of them is
+  /// pending (the later record is the one an event then reports), so this
+  /// needs no wait.
+  void rearm() noexcept {
+    std::fill(used_.begin(), used_.end(), false);
+    armed_ = closed_ = false;
+  }
+
+ private:
+  std::size_t rows_;
+  std::size_t unit_;
+  std::vector<bool> used_;
+  bool armed_ = false;
+  bool closed_ = false;
+  std::size_t first_ = 0;
+  std::size_t run_elems_ = 0;
+  int lanes_ = 1;
+};
+
 class CalibrationState {
  public:
   /// Chunks timed: enough for a median that one slow chunk (the first
   /// kernel's module load, a copy that ran alone) does not move.
-  static constexpr std::size_t chunks = 5;
+  static constexpr std::size_t chunks = TimingRound::chunks;
   /// Whole chunks issued after a decision before the next check: 128 of the
   /// default 8 MiB units is 1 GiB, so a check's 30-odd event records are
   /// lost in the work.
@@ -53,15 +115,14 @@ class CalibrationState {
   /// move by the margin on noise alone, so such a round starts over.
   static constexpr std::size_t min_check_chunks = 3;
   /// slot_for()'s answer for an op that is not timed.
-  static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+  static constexpr std::size_t none = TimingRound::none;
 
   /// For a pipeline of `stages` stages scheduled in units of `unit` elements.
-  CalibrationState(int stages, std::size_t unit)
-      : rows_(static_cast<std::size_t>(stages) + 2), unit_(unit), used_(chunks * rows_, false) {}
+  CalibrationState(int stages, std::size_t unit) : round_(stages, unit) {}
 
   /// Timing slots: chunk * (stages + 2) + (h2d 0, d2h 1, stage s 2 + s).
-  std::size_t slots() const noexcept { return used_.size(); }
-  bool used(std::size_t slot) const noexcept { return used_[slot]; }
+  std::size_t slots() const noexcept { return round_.slots(); }
+  bool used(std::size_t slot) const noexcept { return round_.used(slot); }
 
   /// The slot to time device op `op` (of `count` elements) in, or none;
   /// each slot once per round of timing. Called for every device op in
@@ -76,14 +137,14 @@ class CalibrationState {
     if (n != 0) latest_elems_ = n;
     latest_lanes_ = lanes;
   }
-  std::size_t run_elems() const noexcept { return run_elems_; }
+  std::size_t run_elems() const noexcept { return round_.run_elems(); }
 
   /// The schedule was made again (new element types, or one a failure
   /// tore down): its chunk numbers start over, and whatever the round in
   /// progress recorded may be half done, so the round starts over with
   /// them. A decision in force stays, and the count to the next check.
   void restart() noexcept {
-    if (state_ == State::timing) rearm();
+    if (state_ == State::timing) round_.rearm();
   }
 
   /// Whether a decision was made: the first round concluded (a check's
@@ -94,7 +155,7 @@ class CalibrationState {
   /// all `chunks` chunks were timed, or later ones issued, or (`final`:
   /// the pipeline has been waited for) any at all.
   bool due(bool final) const noexcept {
-    return state_ == State::timing && armed_ && (closed_ || final || all_used());
+    return state_ == State::timing && round_.armed() && (round_.closed() || final || round_.all_used());
   }
 
   /// Takes the decision made from what was timed: returns it when it is
@@ -122,31 +183,10 @@ class CalibrationState {
  private:
   enum class State { timing, decided, failed };
 
-  bool all_used() const noexcept { return std::all_of(used_.begin(), used_.end(), [](bool u) { return u; }); }
-
-  // Chunks of the round with at least one op timed.
-  std::size_t timed_chunks() const noexcept;
-
-  // A round starts over: nothing timed, the next whole chunk first. A
-  // slot's events may be recorded again while an earlier record of them is
-  // pending (the later record is the one an event then reports), so this
-  // needs no wait.
-  void rearm() noexcept {
-    std::fill(used_.begin(), used_.end(), false);
-    armed_ = closed_ = false;
-  }
-
-  std::size_t rows_;
-  std::size_t unit_;
-  std::vector<bool> used_;
+  TimingRound round_;
   State state_ = State::timing;
-  bool armed_ = false;   // the first chunk is known
-  bool closed_ = false;  // ops of a chunk past the timed ones were issued
-  std::size_t first_ = 0;
-  std::size_t since_ = 0;  // whole chunks issued since the last decision
-  std::size_t run_elems_ = 0;     // of the round being timed
+  std::size_t since_ = 0;         // whole chunks issued since the last decision
   std::size_t latest_elems_ = 0;  // of the last run issued
-  int round_lanes_ = 1;           // the kernel lanes of the round's runs
   int latest_lanes_ = 1;          // of the last run issued
   std::optional<Decision> last_;  // the decision in force
   std::vector<std::optional<Decision>> baselines_;  // [lanes]: the figures checks on those lanes compare with

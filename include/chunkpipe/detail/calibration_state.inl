@@ -6,33 +6,15 @@
 
 namespace chunkpipe::detail {
 
-CHUNKPIPE_INLINE std::size_t CalibrationState::slot_for(const Op& op, std::size_t count) noexcept {
-  if (state_ == State::decided && op.kind == OpKind::h2d && count == unit_ && ++since_ >= recheck_chunks) {
-    // A check: time again from this chunk on. Every slot's op had run
-    // when the round before was concluded (settle() found each end event
-    // done), so its events may be recorded again.
-    rearm();
-    since_ = 0;
-    state_ = State::timing;
-  }
-  if (state_ != State::timing) return none;
-  if (armed_ && !closed_ && op.chunk >= first_ + chunks) {
-    // Later chunks are being issued: the ones skipped (a ragged end, a
-    // short run) will never come, so what was timed is all there is;
-    // unless a check timed too few, which starts over from here.
-    if (last_ && timed_chunks() < min_check_chunks) {
-      rearm();
-    } else {
-      closed_ = true;
-    }
-  }
+CHUNKPIPE_INLINE std::size_t TimingRound::take(const Op& op, std::size_t count, std::size_t run_elems,
+                                               int lanes) noexcept {
   if (closed_) return none;
   if (!armed_) {
     if (count != unit_) return none;
     armed_ = true;
     first_ = op.chunk;
-    run_elems_ = latest_elems_;  // the runs this round times
-    round_lanes_ = latest_lanes_;
+    run_elems_ = run_elems;
+    lanes_ = lanes;
   }
   if (op.chunk < first_) return none;
   const std::size_t c = op.chunk - first_;
@@ -45,10 +27,43 @@ CHUNKPIPE_INLINE std::size_t CalibrationState::slot_for(const Op& op, std::size_
   return slot;
 }
 
+CHUNKPIPE_INLINE std::size_t TimingRound::timed_chunks() const noexcept {
+  std::size_t n = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const auto row = used_.begin() + static_cast<std::ptrdiff_t>(c * rows_);
+    if (std::any_of(row, row + static_cast<std::ptrdiff_t>(rows_), [](bool u) { return u; })) ++n;
+  }
+  return n;
+}
+
+CHUNKPIPE_INLINE std::size_t CalibrationState::slot_for(const Op& op, std::size_t count) noexcept {
+  if (state_ == State::decided && op.kind == OpKind::h2d && count == round_.unit() && ++since_ >= recheck_chunks) {
+    // A check: time again from this chunk on. Every slot's op had run
+    // when the round before was concluded (settle() found each end event
+    // done), so its events may be recorded again.
+    round_.rearm();
+    since_ = 0;
+    state_ = State::timing;
+  }
+  if (state_ != State::timing) return none;
+  if (round_.passed_by(op.chunk)) {
+    // Later chunks are being issued: the ones skipped (a ragged end, a
+    // short run) will never come, so what was timed is all there is;
+    // unless a check timed too few, which starts over from here.
+    if (last_ && round_.timed_chunks() < min_check_chunks) {
+      round_.rearm();
+    } else {
+      round_.close();
+    }
+  }
+  // The round takes the figures of the run it begins in.
+  return round_.take(op, count, latest_elems_, latest_lanes_);
+}
+
 CHUNKPIPE_INLINE std::optional<Decision> CalibrationState::conclude(Decision d) {
   state_ = State::decided;
   since_ = 0;
-  const std::size_t lanes = static_cast<std::size_t>(std::max(round_lanes_, 1));
+  const std::size_t lanes = static_cast<std::size_t>(std::max(round_.lanes(), 1));
   if (baselines_.size() <= lanes) baselines_.resize(lanes + 1);
   std::optional<Decision>& same_lanes = baselines_[lanes];
   if (last_) {
@@ -85,15 +100,6 @@ CHUNKPIPE_INLINE bool CalibrationState::moved(const Decision& before, const Deci
   }
   return far(before.machine.link.h2d_gbps, now.machine.link.h2d_gbps) ||
          far(before.machine.link.d2h_gbps, now.machine.link.d2h_gbps);
-}
-
-CHUNKPIPE_INLINE std::size_t CalibrationState::timed_chunks() const noexcept {
-  std::size_t n = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const auto row = used_.begin() + static_cast<std::ptrdiff_t>(c * rows_);
-    if (std::any_of(row, row + static_cast<std::ptrdiff_t>(rows_), [](bool u) { return u; })) ++n;
-  }
-  return n;
 }
 
 }  // namespace chunkpipe::detail
