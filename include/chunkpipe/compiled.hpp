@@ -4,8 +4,8 @@
 /// (detail/linkage.hpp): the definitions of its non-template host code
 /// (plans, the hazard check, the simulator, reports, the decision, the host
 /// backend's op graph, and the GPU runtime's parts that do not depend on
-/// the stages: slots, run state, coalescing, calibration, copy teams), once,
-/// not inline.
+/// the stages: the stream executor, slots, run state, coalescing,
+/// calibration, copy teams), once, not inline.
 ///
 /// Include it in exactly one C++ file of such a program, before any other
 /// chunkpipe header, and compile the rest of the program with
@@ -47,6 +47,7 @@
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slot_arena.cuh>
 #include <chunkpipe/detail/slots.hpp>
+#include <chunkpipe/detail/stream_ops.hpp>
 
 namespace chunkpipe::detail {
 // The templates the runtime instantiates with one argument only, once here
