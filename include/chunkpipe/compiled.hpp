@@ -40,11 +40,16 @@
 #include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/endpoints.hpp>
+#include <chunkpipe/detail/host_lanes.hpp>
 #include <chunkpipe/detail/host_op_graph.hpp>
 #include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/lane_tuner.cuh>
+#include <chunkpipe/detail/op_records.hpp>
+#include <chunkpipe/detail/op_timing.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
+#include <chunkpipe/detail/run_state.hpp>
+#include <chunkpipe/detail/run_timeline.hpp>
 #include <chunkpipe/detail/slot_arena.cuh>
 #include <chunkpipe/detail/slots.hpp>
 #include <chunkpipe/detail/stream_ops.hpp>

@@ -62,11 +62,15 @@ struct Waiter {
 // finishes it when the test sets `done`.
 struct FakeRun {
   int id = -1;  // the test's number; carriers are -1
-  std::shared_ptr<const Endpoints> ends;
-  std::weak_ptr<Waiter> holder;
-  std::shared_ptr<FakeRun> carrier;
-  Executor executor = Executor::automatic;  // the issue callback sets streams
-  std::size_t elems = 0, chunks = 0;
+  struct Setup {
+    std::shared_ptr<const Endpoints> ends;
+    std::weak_ptr<Waiter> holder;
+  } setup;
+  struct Issue {
+    std::shared_ptr<FakeRun> carrier;
+    Executor executor = Executor::automatic;  // the issue callback sets streams
+    std::size_t elems = 0, chunks = 0;
+  } issue;
   detail::RunCompletion completion;
   std::atomic<bool> issued{false};
   std::atomic<bool> done{false};
@@ -75,11 +79,13 @@ struct FakeRun {
   bool failed() const noexcept { return completion.failed(); }
   void fail(std::exception_ptr e) noexcept { completion.fail(std::move(e)); }
   void mark_issued() { issued.store(true); }
-  bool ready() { return issued.load() && (carrier ? carrier->ready() : done.load() || (all_done && *all_done)); }
+  bool ready() {
+    return issued.load() && (issue.carrier ? issue.carrier->ready() : done.load() || (all_done && *all_done));
+  }
   // What a ticket's wait does first (RunState::issue_if_held).
   void issue_if_held() {
     if (issued.load()) return;
-    if (auto h = holder.lock()) h->issue_held();
+    if (auto h = setup.holder.lock()) h->issue_held();
   }
   // The message of the error it failed with; empty if none.
   std::string error() const {
@@ -147,7 +153,7 @@ class Owner {
     o.size = n;
     e->out.push_back(o);
     RunPtr r = fresh(id);
-    r->ends = std::move(e);
+    r->setup.ends = std::move(e);
     return r;
   }
 
@@ -173,7 +179,7 @@ class Owner {
   // What CudaRunner::start_impl does around Coalescer::submit: its own
   // issue for a run that goes alone, inline when its issue thread is idle.
   bool submit(Coalescer& c, const RunPtr& run, char shape = 'a', bool joinable_too = true, bool staged = false) {
-    const std::size_t n = run->ends->in[0].size;
+    const std::size_t n = run->setup.ends->in[0].size;
     const bool joinable = c.rules().joinable(n, staged, false, false) && joinable_too;
     const std::size_t index = started_++;
     return c.submit(run, n, joinable, shape == 'a' ? &issue<'a'> : &issue<'b'>, index, [&] {
@@ -250,10 +256,10 @@ class Owner {
   void take(const RunPtr& run, char shape, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
     {
       std::lock_guard<std::mutex> lock(m_);
-      log_.push_back({run->id, shape, n, index, run->ends->in[0].data, run});
+      log_.push_back({run->id, shape, n, index, run->setup.ends->in[0].data, run});
       (void)spec;
     }
-    run->executor = Executor::streams;
+    run->issue.executor = Executor::streams;
     if (fail_issues) run->fail(std::make_exception_ptr(std::runtime_error("the device went away")));
     run->mark_issued();
   }
@@ -366,9 +372,9 @@ TEST_CASE("a small run is held only if it continues the run queued just before i
     CHECK(rig.c.held_runs() == 1);
     CHECK(o.log().size() == 1);  // not issued
     CHECK_FALSE(a->issued);
-    CHECK_FALSE(a->holder.expired());
-    CHECK(a->elems == 8);
-    CHECK(a->chunks == 1);
+    CHECK_FALSE(a->setup.holder.expired());
+    CHECK(a->issue.elems == 8);
+    CHECK(a->issue.chunks == 1);
   }
   SECTION("not when the run before it is done: holding it would leave the device idle") {
     o.finish(gate);
@@ -420,16 +426,16 @@ TEST_CASE("held runs are issued in order, as one carrier over their joined range
     CHECK(log[1].index == 1);
     CHECK(log[1].in == reinterpret_cast<const std::byte*>(o.a_in.data() + 16));
     const RunPtr carrier = log[1].run;
-    CHECK(carrier->ends->in[0].size == 24);
-    CHECK(carrier->ends->out[0].size == 24);
-    CHECK(carrier->ends->out[0].data == reinterpret_cast<std::byte*>(o.a_out.data() + 16));
+    CHECK(carrier->setup.ends->in[0].size == 24);
+    CHECK(carrier->setup.ends->out[0].size == 24);
+    CHECK(carrier->setup.ends->out[0].data == reinterpret_cast<std::byte*>(o.a_out.data() + 16));
     CHECK(log[2].id == 4);
     CHECK(log[2].shape == 'x');
     // Each member completes with the carrier, and learns what issued it.
     for (const auto& r : held) {
       CHECK(r->issued);
-      CHECK(r->carrier == carrier);
-      CHECK(r->executor == Executor::streams);
+      CHECK(r->issue.carrier == carrier);
+      CHECK(r->issue.executor == Executor::streams);
       CHECK_FALSE(r->ready());
     }
     o.finish(carrier);
@@ -446,7 +452,7 @@ TEST_CASE("held runs are issued in order, as one carrier over their joined range
     CHECK(log[1].shape == 'a');
     CHECK(log[1].n == 8);
     CHECK(log[2].id == 2);
-    CHECK(a->carrier == nullptr);
+    CHECK(a->issue.carrier == nullptr);
     CHECK(rig.c.runs_coalesced() == 0);
   }
 }
@@ -557,9 +563,9 @@ TEST_CASE("a coalescer destroyed with held runs issues them", "[coalesce]") {
   CHECK(Owner::eventually([&] { return a->issued.load() && b->issued.load(); }));
   o.finish_all();
   destroy.join();
-  CHECK(a->carrier == b->carrier);
-  CHECK(a->carrier != nullptr);
-  CHECK(a->holder.expired());
+  CHECK(a->issue.carrier == b->issue.carrier);
+  CHECK(a->issue.carrier != nullptr);
+  CHECK(a->setup.holder.expired());
 }
 
 TEST_CASE("an issue that fails fails every run it carried, with its error", "[coalesce]") {
@@ -592,7 +598,7 @@ TEST_CASE("when no carrier can be made, held runs are issued one by one, in orde
     CHECK(log[1 + k].shape == 'a');
     CHECK(log[1 + k].n == 8);
     CHECK(log[1 + k].index == 1);  // numbered as the first held run, as a carrier would be
-    CHECK(held[k]->carrier == nullptr);
+    CHECK(held[k]->issue.carrier == nullptr);
   }
   CHECK(rig.c.held_runs() == 0);
   CHECK(rig.c.runs_coalesced() == 0);
@@ -677,8 +683,8 @@ TEST_CASE("two threads submitting while a third waits: every run issued exactly 
     std::size_t total = 0;
     for (const auto& r : all[t]) {
       CHECK(r->issued);
-      total += r->ends->in[0].size;
-      members += r->carrier ? 1 : 0;
+      total += r->setup.ends->in[0].size;
+      members += r->issue.carrier ? 1 : 0;
     }
     std::vector<int> times(total, 0);
     std::size_t next = 0;

@@ -72,12 +72,12 @@ struct CoalesceRules {
 ///
 /// `Run` is what a ticket shares with the pipeline (RunState on the GPU).
 /// The coalescer uses only these of its members:
-///   std::shared_ptr<const Endpoints> ends;  the run's ranges (read at submit)
-///   std::weak_ptr<H> holder;   set when held; H has `virtual void issue_held() noexcept`
-///                              (HeldRuns), which a wait calls to have it issued
-///   std::shared_ptr<Run> carrier;  the run it was issued inside, set before mark_issued()
-///   executor;                  copied from the carrier
-///   std::size_t elems, chunks; set when held (n, 1)
+///   setup.ends (std::shared_ptr<const Endpoints>)  the run's ranges (read at submit)
+///   setup.holder (std::weak_ptr<H>)  set when held; H has `virtual void issue_held() noexcept`
+///                                    (HeldRuns), which a wait calls to have it issued
+///   issue.carrier (std::shared_ptr<Run>)  the run it was issued inside, set before mark_issued()
+///   issue.executor                  copied from the carrier
+///   issue.elems, issue.chunks       set when held (n, 1)
 ///   failed(), fail(std::exception_ptr), completion.error(), mark_issued(), ready()
 ///
 /// Locks: the owner's (CudaRunner::submit_mutex_) may be held when calling
@@ -86,7 +86,7 @@ struct CoalesceRules {
 /// watcher. Everything is safe from several threads.
 template <class Run>
 class Coalescer {
-  using HeldBase = typename decltype(std::declval<Run&>().holder)::element_type;
+  using HeldBase = typename decltype(std::declval<Run&>().setup.holder)::element_type;
 
  public:
   /// Issues one run: a held run alone, or the carrier of several, over
@@ -142,7 +142,7 @@ class Coalescer {
   bool submit(const std::shared_ptr<Run>& run, std::size_t n, bool joinable, Issue issue, std::size_t index,
               Alone&& alone) {
     std::lock_guard<std::mutex> lock(mutex_);
-    const std::shared_ptr<const Endpoints>& ends = run->ends;
+    const std::shared_ptr<const Endpoints>& ends = run->setup.ends;
     const bool joins =
         held_ && joinable && held_->issue == issue && ::chunkpipe::detail::continues(held_->ends, held_->elems, *ends, n);
     if (held_ && !joins) release_or_apart_locked();
@@ -251,9 +251,9 @@ class Coalescer {
       held_.emplace(std::move(h));
       holder_->holding.store(true, std::memory_order_release);
     }
-    run->holder = holder_;
-    run->elems = n;
-    run->chunks = 1;
+    run->setup.holder = holder_;
+    run->issue.elems = n;
+    run->issue.chunks = 1;
     return true;
   }
 
@@ -267,16 +267,16 @@ class Coalescer {
     std::vector<std::shared_ptr<Run>> members;
     if (h.runs.size() > 1) {
       carrier = hooks_.new_run();
-      carrier->ends = std::make_shared<const Endpoints>(h.ends);
+      carrier->setup.ends = std::make_shared<const Endpoints>(h.ends);
       members = h.runs;
     }
-    const RunSpec spec = ::chunkpipe::detail::spec_for(*carrier->ends, h.elems, rules_.unit);
+    const RunSpec spec = ::chunkpipe::detail::spec_for(*carrier->setup.ends, h.elems, rules_.unit);
     std::function<void()> job = [owner = hooks_.owner, carrier, members, spec, n = h.elems, index = h.index,
                                  issue = h.issue] {
       issue(owner, carrier, spec, n, index);
       for (const auto& r : members) {
-        r->carrier = carrier;
-        r->executor = carrier->executor;
+        r->issue.carrier = carrier;
+        r->issue.executor = carrier->issue.executor;
         if (carrier->failed()) r->fail(carrier->completion.error());
         r->mark_issued();
       }
@@ -299,8 +299,8 @@ class Coalescer {
     worker_.wait_idle();  // what was queued before them goes first
     ++gen_;
     for (const auto& r : held_->runs) {
-      held_->issue(hooks_.owner, r, ::chunkpipe::detail::spec_for(*r->ends, r->elems, rules_.unit), r->elems,
-                   held_->index);
+      held_->issue(hooks_.owner, r, ::chunkpipe::detail::spec_for(*r->setup.ends, r->issue.elems, rules_.unit),
+                   r->issue.elems, held_->index);
       on_gpu_ = r;
     }
     held_.reset();

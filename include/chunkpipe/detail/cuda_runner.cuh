@@ -338,7 +338,7 @@ class CudaRunner {
     std::vector<const RunState*> exempt;
     for (const RunTicket& t : order.tickets) {
       if (!t.state()) continue;
-      if (t.state()->host_work) {
+      if (t.state()->setup.host_work) {
         throw pipeline_error(
             "chunkpipe: after(ticket): that run ends on host threads (it stages pageable memory or uses a Source "
             "or Sink), which the device cannot wait for; wait() for it first");
@@ -356,19 +356,19 @@ class CudaRunner {
         dispatcher_.choose(n, spec.chunks, spec.stage_in || spec.stage_out, label != RunLabel{}, note);
 
     std::shared_ptr<RunState> run = new_run();
-    run->ends = ends;
-    run->host_work = spec.stage_in || spec.stage_out;
-    run->label = label;
-    run->profile = front_.options().profile;
+    run->setup.ends = ends;
+    run->setup.host_work = spec.stage_in || spec.stage_out;
+    run->setup.label = label;
+    run->setup.profile = front_.options().profile;
     run->completion.set_hooks(ends->finish, ends->abort);
-    run->executor = executor;
-    run->executor_note = note;
+    run->issue.executor = executor;
+    run->issue.executor_note = note;
     for (const RunTicket& t : order.tickets) {
-      if (t.state()) run->after_runs.push_back(t.state());
+      if (t.state()) run->setup.after_runs.push_back(t.state());
     }
-    run->gates = take_gates(order);
-    if (run->profile) {
-      Report& r = run->report;
+    run->setup.gates = take_gates(order);
+    if (run->setup.profile) {
+      Report& r = run->timeline.report;
       const Geometry& g = front_.geometry();
       r.label = ::chunkpipe::detail::run_label(g, g.kernel_lanes);
       r.policy = g.policy;
@@ -391,8 +391,8 @@ class CudaRunner {
     // keep their order. A run of nothing queues nothing (wait() still
     // finishes a Sink).
     const bool ordered = !order.streams.empty() || !order.events.empty() || !order.tickets.empty();
-    const bool joinable =
-        coalescer_.rules().joinable(n, run->host_work, ordered, label != RunLabel{}) && executor == Executor::streams;
+    const bool joinable = coalescer_.rules().joinable(n, run->setup.host_work, ordered, label != RunLabel{}) &&
+                          executor == Executor::streams;
     const std::size_t index = runs_started_;
     // What every queued run leaves behind here, held or issued.
     auto queued = [&] {
@@ -405,8 +405,8 @@ class CudaRunner {
       // staging, nothing queued before it here, and every run it follows
       // issued (a run of another pipeline may still wait for that
       // pipeline's thread).
-      bool inline_issue = !run->host_work && worker_.idle();
-      for (const auto& before : run->after_runs) inline_issue = inline_issue && before->is_issued();
+      bool inline_issue = !run->setup.host_work && worker_.idle();
+      for (const auto& before : run->setup.after_runs) inline_issue = inline_issue && before->is_issued();
       if (!inline_issue) {
         worker_.push([this, run, spec, n, index] { issuer_.template issue<in_types>(run, spec, n, index); });
       }

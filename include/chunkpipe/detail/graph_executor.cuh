@@ -191,14 +191,14 @@ class GraphExecutor {
   Path issue(RunState& st, std::size_t n, const std::vector<cudaStream_t>& streams, GraphStats& stats) {
     if (!launch_) launch_ = Stream::create();
     if (!capture_) capture_ = Stream::create();
-    for (const auto& before : st.after_runs) before->wait_issued();
+    for (const auto& before : st.setup.after_runs) before->wait_issued();
     Path path = Path::replayed;
     const Key key{n, &type_tag<In>::id};
     Entry* e = find(key);
-    if (e && !points_at(*e, *st.ends)) {
+    if (e && !points_at(*e, *st.setup.ends)) {
       path = Path::updated;
       const auto t0 = std::chrono::steady_clock::now();
-      if (!repoint(*e, *st.ends)) {
+      if (!repoint(*e, *st.setup.ends)) {
         cache_.erase(key);  // the new ranges' memory kinds differ: build afresh
         e = nullptr;
       } else {
@@ -207,9 +207,9 @@ class GraphExecutor {
     }
     if (!e) {
       path = Path::built;
-      e = &build<In>(key, *st.ends, stats);
+      e = &build<In>(key, *st.setup.ends, stats);
     }
-    remember_pointers(*e, *st.ends);
+    remember_pointers(*e, *st.setup.ends);
     e->used = ++clock_;
 
     // Everything queued before the run, then the run, then everything after.
@@ -219,8 +219,8 @@ class GraphExecutor {
       CHUNKPIPE_CUDA_TRY(cudaEventRecord(joins_[q].get(), streams[q]));
       CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, joins_[q].get(), 0));
     }
-    for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, g.get(), 0));
-    for (const auto& before : st.after_runs) {
+    for (const Event& g : st.setup.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, g.get(), 0));
+    for (const auto& before : st.setup.after_runs) {
       for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(L, t.get(), 0));
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -229,7 +229,7 @@ class GraphExecutor {
     Event tail = pool_->get();
     CHUNKPIPE_CUDA_TRY(cudaEventRecord(tail.get(), L));
     for (cudaStream_t s : streams) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(s, tail.get(), 0));
-    st.tails.push_back(std::move(tail));
+    st.issue.tails.push_back(std::move(tail));
     return path;
   }
 

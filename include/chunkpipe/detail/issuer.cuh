@@ -134,12 +134,12 @@ class Issuer {
   template <class In>
   void issue(const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n, std::size_t index) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (run->executor == Executor::graphs) {
+    if (run->issue.executor == Executor::graphs) {
       // A run queued before a stage was found not to capture goes on streams too.
       std::string refused = dispatcher_.refusal();
       if (!refused.empty()) {
-        run->executor = Executor::streams;
-        run->executor_note = refused;
+        run->issue.executor = Executor::streams;
+        run->issue.executor_note = refused;
       } else if (issue_graph<In>(run, n, index)) {
         run->mark_issued();
         return;
@@ -154,15 +154,15 @@ class Issuer {
       r.index = index;
       RunSpec lanes_spec = spec;
       lanes_spec.kernel_lanes = tuner_.lanes_for_run(n);
-      if (run->profile) {
-        run->report.queues = driver_->builder().queues();
-        run->report.label = run_label(front_.geometry(), lanes_spec.kernel_lanes);  // the lanes it got
-        run->report.decision = tuner_.why();
+      if (run->setup.profile) {
+        run->timeline.report.queues = driver_->builder().queues();
+        run->timeline.report.label = run_label(front_.geometry(), lanes_spec.kernel_lanes);  // the lanes it got
+        run->timeline.report.decision = tuner_.why();
       }
       const PlanRun done = driver_->template issue_run<In>(exec_, r, lanes_spec, n);
       tuner_.settle(false);  // a check's (or a late first) decision, while the GPU runs this run
-      run->elems = n == unknown_length ? done.elems : n;
-      run->chunks = (run->elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
+      run->issue.elems = n == unknown_length ? done.elems : n;
+      run->issue.chunks = (run->issue.elems + driver_->chunk_elems() - 1) / driver_->chunk_elems();
       if (front_.options().record_issued) runs_log_.push_back(done);
     } catch (...) {
       run->fail(std::current_exception());
@@ -266,8 +266,8 @@ class Issuer {
       for (std::size_t q = 0; q < exec_.device_queues(); ++q) graph_streams_.push_back(exec_.stream(q));
       GraphStats times;
       const auto path = graphs_.template issue<In>(*run, n, graph_streams_, times);
-      run->elems = n;
-      run->chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
+      run->issue.elems = n;
+      run->issue.chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
       dispatcher_.graph_issued(path, times, graphs_.cached());
       return true;
     } catch (const graph_build_error& e) {
@@ -279,8 +279,8 @@ class Issuer {
         run->fail(std::current_exception());
         return true;
       }
-      run->executor = Executor::streams;
-      run->executor_note = e.what();
+      run->issue.executor = Executor::streams;
+      run->issue.executor_note = e.what();
       return false;
     } catch (const cuda_error& e) {
       if (is_sticky(e.code())) health_->mark(e.what());

@@ -8,35 +8,27 @@ namespace chunkpipe::detail {
 
 CHUNKPIPE_INLINE StreamOps::StreamOps(void* stages, int device, int host_threads, std::shared_ptr<Health> health,
                                       std::shared_ptr<EventPool> pool)
-    : stages_(stages), device_(device), host_threads_(host_threads), health_(std::move(health)),
-      pool_(std::move(pool)) {}
+    : stages_(stages), health_(std::move(health)), pool_(std::move(pool)), lanes_(device, host_threads) {}
 
 CHUNKPIPE_INLINE StreamOps::~StreamOps() { drain(); }
 
 CHUNKPIPE_INLINE void StreamOps::wait_host(std::size_t id) {
-  const Record& r = record_of(id);
+  const OpRecord& r = records_.of(id);
   host_queue(r.queue).wait_done(r.host_pos);
 }
 
 CHUNKPIPE_INLINE void StreamOps::configure(const PlanBuilder& b, const SlotMemory& mem) {
   mem_ = mem;
-  queues_ = b.queues();
-  steps_ = b.steps();
-  depth_ = static_cast<std::size_t>(b.depth());
-  reach_ = b.reach();
-  device_queues_ = 0;
-  for (const Queue& q : queues_) device_queues_ += q.kind == QueueKind::device ? 1 : 0;
-  while (streams_.size() < device_queues_) streams_.push_back(Stream::create());
-  host_.resize(queues_.size() - device_queues_);
-  ring_.resize(steps_.size());
-  for (auto& events : ring_) {
-    while (events.size() < reach_) events.push_back(Event::create());
-  }
-  records_.assign(steps_.size() * reach_, Record{});
-  last_.assign(steps_.size() * depth_, Record{});
-  names_.clear();
-  for (const Step& s : steps_) names_.emplace_back(step_name(s).c_str());
-  log_.clear();
+  sched_.queues = b.queues();
+  sched_.steps = b.steps();
+  sched_.device_queues = 0;
+  for (const Queue& q : sched_.queues) sched_.device_queues += q.kind == QueueKind::device ? 1 : 0;
+  while (streams_.size() < sched_.device_queues) streams_.push_back(Stream::create());
+  lanes_.resize(sched_.queues.size() - sched_.device_queues);
+  records_.configure(sched_.steps.size(), static_cast<std::size_t>(b.depth()), b.reach());
+  sched_.names.clear();
+  for (const Step& s : sched_.steps) sched_.names.emplace_back(step_name(s).c_str());
+  log_.ops.clear();
 }
 
 CHUNKPIPE_INLINE void StreamOps::begin_run(Run& run, std::size_t first_chunk) {
@@ -44,26 +36,15 @@ CHUNKPIPE_INLINE void StreamOps::begin_run(Run& run, std::size_t first_chunk) {
   RunState& st = *run.state;
   // Runs this one follows must have their completion events recorded
   // (a run of another pipeline may still be issued by its thread).
-  for (const auto& before : st.after_runs) before->wait_issued();
-  run.gated = !st.gates.empty() || !st.after_runs.empty();
-  if (run.gated) run.started.assign(queues_.size(), 0);
-  if (st.profile) {
+  for (const auto& before : st.setup.after_runs) before->wait_issued();
+  run.gated = !st.setup.gates.empty() || !st.setup.after_runs.empty();
+  if (run.gated) run.started.assign(sched_.queues.size(), 0);
+  if (st.setup.profile) {
     // One origin for every stream's timings. Every stream waits for it, so
     // a profiled run does not overlap the work queued before it.
-    if (!clock_zero_) {
-      // The schedule's profiling clock starts here (Report::clock_ms).
-      auto zero = std::make_shared<Event>(Event::create(true));
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(zero->get(), streams_[0].get()));
-      host_clock_zero_ = std::chrono::steady_clock::now();
-      clock_zero_ = std::move(zero);
-    }
-    st.clock_zero = clock_zero_;
-    st.host_clock_zero = host_clock_zero_;
-    st.origin = Event::create(true);
-    CHUNKPIPE_CUDA_TRY(cudaEventRecord(st.origin.get(), streams_[0].get()));
-    st.host_origin = std::chrono::steady_clock::now();
-    for (std::size_t q = 1; q < device_queues_; ++q) {
-      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(streams_[q].get(), st.origin.get(), 0));
+    clock_.start(st, streams_[0].get());
+    for (std::size_t q = 1; q < sched_.device_queues; ++q) {
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(streams_[q].get(), st.timeline.origin.get(), 0));
     }
   }
 }
@@ -74,18 +55,16 @@ CHUNKPIPE_INLINE void StreamOps::end_run(Run& run, const PlanRun& done) {
   // tails are counted by the run itself.
   RunState& st = *run.state;
   for (std::size_t id : done.tail) {
-    const Record& r = record_of(id);
+    const OpRecord& r = records_.of(id);
     if (is_host_queue(r.queue)) continue;
     Event e = pool_->get();
     CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), streams_[static_cast<std::size_t>(r.queue)].get()));
-    st.tails.push_back(std::move(e));
+    st.issue.tails.push_back(std::move(e));
   }
 }
 
 CHUNKPIPE_INLINE void StreamOps::drain() noexcept {
-  for (auto& h : host_) {
-    if (h.queue) h.queue->drain();
-  }
+  lanes_.drain();
   for (Stream& s : streams_) {
     const cudaError_t e = cudaStreamSynchronize(s.get());
     if (e != cudaSuccess) {
@@ -96,47 +75,46 @@ CHUNKPIPE_INLINE void StreamOps::drain() noexcept {
 }
 
 CHUNKPIPE_INLINE void StreamOps::issue_op(const Op& op, const OpWork& w, Run& run, StageFn stage) {
-  Record& rec = records_[op.id % records_.size()];
-  rec = Record{op.id, op.step, op.chunk, op.queue, 0, op.signal || is_host_queue(op.queue)};
+  OpRecord& rec = records_.start(op, op.signal || is_host_queue(op.queue));
   Op* logged = nullptr;
-  if (logging_) {
-    log_.push_back(op);
-    logged = &log_.back();
+  if (log_.on) {
+    log_.ops.push_back(op);
+    logged = &log_.ops.back();
     logged->waits.clear();
     logged->signal = false;
   }
   if (is_host_queue(op.queue)) {
     issue_host(op, w, run, rec, logged);
-    last_[op.step * depth_ + static_cast<std::size_t>(op.slot)] = rec;
+    records_.settle(rec, op.slot);
     return;
   }
-  last_[op.step * depth_ + static_cast<std::size_t>(op.slot)] = rec;
+  records_.settle(rec, op.slot);
   RunState& st = *run.state;
   const auto q = static_cast<std::size_t>(op.queue);
   cudaStream_t stream = streams_[q].get();
   if (run.gated && !run.started[q]) {
     // The run's first op on this stream: after what the run was told to follow.
-    for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, g.get(), 0));
-    for (const auto& before : st.after_runs) {
+    for (const Event& g : st.setup.gates) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, g.get(), 0));
+    for (const auto& before : st.setup.after_runs) {
       for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, t.get(), 0));
     }
     run.started[q] = 1;
   }
   for (std::size_t id : op.waits) {
-    const Record& dep = record_of(id);
+    const OpRecord& dep = records_.of(id);
     if (is_host_queue(dep.queue)) {
       host_queue(dep.queue).wait_done(dep.host_pos);
       if (logged) logged->waits.push_back(id);
     } else if (dep.queue != op.queue) {
-      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, ring_event(dep), 0));
-      if (logged) logged->waits.push_back(ring_owner(dep));
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream, records_.event(dep), 0));
+      if (logged) logged->waits.push_back(OpRecords::owner(dep));
     }
   }
-  NvtxRange range(names_[static_cast<std::size_t>(op.step)], op.chunk - run.first_chunk);
-  Calibration::Probe* probe = calibration_ ? calibration_->probe_for(op, w.count) : nullptr;
+  NvtxRange range(sched_.names[static_cast<std::size_t>(op.step)], op.chunk - run.first_chunk);
+  Calibration::Probe* probe = twins_.probe_for(op, w.count);
   const cudaStream_t queue_stream = stream;
-  if (probe) stream = to_twin(q);  // the op, its events and its timing: on the twin
-  RunState::Timed* timed = st.profile && w.count != 0 ? start_timing(st, op, run, w.count) : nullptr;
+  if (probe) stream = twins_.to_twin(q, queue_stream);  // the op, its events and its timing: on the twin
+  RunTimeline::Timed* timed = st.setup.profile && w.count != 0 ? start_timing(st, op, run, w.count) : nullptr;
   if (timed) {
     timed->start = Event::create(true);
     CHUNKPIPE_CUDA_TRY(cudaEventRecord(timed->start.get(), stream));
@@ -149,10 +127,10 @@ CHUNKPIPE_INLINE void StreamOps::issue_op(const Op& op, const OpWork& w, Run& ru
       if (op.kind == OpKind::stage) {
         // The stage's context counts from the run's label (a spread
         // piece's); NVTX, timings and copies keep the run's own numbers.
-        stage(stages_, op, steps_[static_cast<std::size_t>(op.step)], mem_, stream,
-              st.label.chunk + (op.chunk - run.first_chunk), st.label.offset + w.offset, w.count);
+        stage(stages_, op, sched_.steps[static_cast<std::size_t>(op.step)], mem_, stream,
+              st.setup.label.chunk + (op.chunk - run.first_chunk), st.setup.label.offset + w.offset, w.count);
       } else {
-        ::chunkpipe::detail::copies_of(op, steps_[static_cast<std::size_t>(op.step)], mem_, *st.ends, w.offset,
+        ::chunkpipe::detail::copies_of(op, sched_.steps[static_cast<std::size_t>(op.step)], mem_, *st.setup.ends, w.offset,
                                        w.count, copies_);
         for (const Copy& c : copies_) {
           CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
@@ -178,67 +156,13 @@ CHUNKPIPE_INLINE void StreamOps::issue_op(const Op& op, const OpWork& w, Run& ru
   }
   if (probe) CHUNKPIPE_CUDA_TRY(cudaEventRecord(probe->end.get(), stream));
   if (op.signal) {
-    const auto slot = op.chunk % reach_;
-    CHUNKPIPE_CUDA_TRY(cudaEventRecord(ring_[static_cast<std::size_t>(op.step)][slot].get(), stream));
+    CHUNKPIPE_CUDA_TRY(cudaEventRecord(records_.event(op.step, op.chunk), stream));
     if (logged) logged->signal = true;
   }
-  if (probe) from_twin(q, queue_stream);
+  if (probe) twins_.from_twin(q, queue_stream);
 }
 
-CHUNKPIPE_INLINE void StreamOps::HostTask::run() noexcept {
-  RunState& st = *state;
-  try {
-    CHUNKPIPE_CUDA_TRY(cudaSetDevice(device));
-    // Ring events are recorded again only after this task is waited
-    // for, so these still name the ops it depends on.
-    for (int i = 0; i < n_events; ++i) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(events[i]));
-    if (gated) {
-      for (const Event& g : st.gates) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(g.get()));
-      for (const auto& before : st.after_runs) {
-        for (const Event& t : before->device_tails()) CHUNKPIPE_CUDA_TRY(cudaEventSynchronize(t.get()));
-      }
-    }
-    for (int i = 0; i < n_queues; ++i) queues[i]->wait_done(positions[i]);
-    std::size_t got = 0;
-    if (count != 0 && !st.failed() && !(produced && st.source_ended)) {
-      NvtxRange range(*name, run_chunk);
-      if (timed) timed->host_start = std::chrono::steady_clock::now();
-      got = ::chunkpipe::detail::run_host_op(
-          op, *step, mem, *st.ends, run_chunk, offset, count, *scratch,
-          [&](const std::vector<Copy>& c) {
-            team->copy(c);
-            if (timed) {
-              for (const Copy& x : c) timed->op.bytes += x.bytes;
-            }
-          },
-          // What a counted stage emitted, on the lane's own stream: the
-          // copy engines move it, and this worker waits for it alone.
-          [&](void* dst, const void* src, std::size_t bytes) {
-            CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, dma));
-            CHUNKPIPE_CUDA_TRY(cudaStreamSynchronize(dma));
-            if (timed) timed->op.bytes += bytes;
-          },
-          // A positional Source's or Sink's parts, read or written by
-          // the lane's team at once.
-          [&](const auto& part) { team->each(part); });
-      if (timed) timed->host_end = std::chrono::steady_clock::now();
-    }
-    if (produced) {
-      *produced = got;
-      if (got < count) st.source_ended = true;
-    }
-  } catch (...) {
-    if (produced) {
-      *produced = 0;
-      st.source_ended = true;
-    }
-    st.fail(std::current_exception());
-  }
-  st.host_task_finished();
-  state.reset();
-}
-
-CHUNKPIPE_INLINE void StreamOps::issue_host(const Op& op, const OpWork& w, Run& run, Record& rec, Op* logged) {
+CHUNKPIPE_INLINE void StreamOps::issue_host(const Op& op, const OpWork& w, Run& run, OpRecord& rec, Op* logged) {
   RunState& st = *run.state;
   HostTask t;
   t.state = run.state;
@@ -249,21 +173,21 @@ CHUNKPIPE_INLINE void StreamOps::issue_host(const Op& op, const OpWork& w, Run& 
   t.op.stage = op.stage;
   t.op.slot = op.slot;
   t.op.queue = op.queue;
-  t.step = &steps_[static_cast<std::size_t>(op.step)];
+  t.step = &sched_.steps[static_cast<std::size_t>(op.step)];
   t.mem = mem_;
   t.run_chunk = op.chunk - run.first_chunk;
   t.offset = w.offset;
   t.count = w.count;
   t.produced = w.produced;
-  t.name = &names_[static_cast<std::size_t>(op.step)];
-  t.device = device_;
+  t.name = &sched_.names[static_cast<std::size_t>(op.step)];
+  t.device = lanes_.device();
   const auto q = static_cast<std::size_t>(op.queue);
   if (run.gated && !run.started[q]) {
     t.gated = true;
     run.started[q] = 1;
   }
   for (std::size_t id : op.waits) {
-    const Record& dep = record_of(id);
+    const OpRecord& dep = records_.of(id);
     if (is_host_queue(dep.queue)) {
       if (dep.queue == op.queue) continue;  // queue order
       if (t.n_queues == HostTask::max_deps) throw std::logic_error("chunkpipe: internal error: too many host waits");
@@ -272,29 +196,29 @@ CHUNKPIPE_INLINE void StreamOps::issue_host(const Op& op, const OpWork& w, Run& 
       if (logged) logged->waits.push_back(id);
     } else {
       if (t.n_events == HostTask::max_deps) throw std::logic_error("chunkpipe: internal error: too many event waits");
-      t.events[t.n_events++] = ring_event(dep);
-      if (logged) logged->waits.push_back(ring_owner(dep));
+      t.events[t.n_events++] = records_.event(dep);
+      if (logged) logged->waits.push_back(OpRecords::owner(dep));
     }
   }
-  HostLane& lane = lane_of(op.queue);
+  HostLanes::Lane& lane = lane_of(op.queue);
   t.team = lane.team.get();
   t.scratch = &lane.scratch;
   t.dma = lane.dma.get();
-  if (st.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
-  st.host_task_started();
+  if (st.setup.profile && (w.count != 0 || w.produced)) t.timed = start_timing(st, op, run, w.count);
+  st.progress.host_task_started();
   try {
     rec.host_pos = lane.queue->push(std::move(t));
   } catch (...) {
-    st.host_task_finished();  // never queued: nothing will finish it
+    st.progress.host_task_finished();  // never queued: nothing will finish it
     throw;
   }
   if (logged) logged->signal = true;
 }
 
-CHUNKPIPE_INLINE RunState::Timed* StreamOps::start_timing(RunState& st, const Op& op, const Run& run,
+CHUNKPIPE_INLINE RunTimeline::Timed* StreamOps::start_timing(RunState& st, const Op& op, const Run& run,
                                                           std::size_t count) {
-  st.timed.emplace_back();
-  RunState::Timed* t = &st.timed.back();
+  st.timeline.timed.emplace_back();
+  RunTimeline::Timed* t = &st.timeline.timed.back();
   t->op = TimedOp{op.id, op.chunk - run.first_chunk, op.kind, op.stage, op.slot, op.queue, 0.0, 0.0, 0, count};
   return t;
 }
@@ -308,50 +232,6 @@ CHUNKPIPE_INLINE std::string StreamOps::step_name(const Step& s) {
     case OpKind::stage: return "stage " + std::to_string(s.stage);
   }
   return "?";
-}
-
-CHUNKPIPE_INLINE StreamOps::HostLane& StreamOps::lane_of(int queue) {
-  HostLane& lane = host_[static_cast<std::size_t>(queue) - device_queues_];
-  if (!lane.queue) {
-    // Host workers start with the first run that stages this side. The
-    // queue last: a lane with a queue has all it needs, even if making
-    // the rest threw.
-    std::shared_ptr<CopyTeam> team = shared_team_ ? shared_team_->get() : std::make_shared<CopyTeam>(host_threads_);
-    Stream dma = Stream::create();
-    lane.team = std::move(team);
-    lane.dma = std::move(dma);
-    lane.queue = std::make_unique<HostQueue<HostTask>>();
-  }
-  return lane;
-}
-
-CHUNKPIPE_INLINE cudaStream_t StreamOps::to_twin(std::size_t q) {
-  while (twins_.size() <= q) twins_.emplace_back();
-  Twin& t = twins_[q];
-  if (!t.stream) {
-    t.stream = Stream::create();
-    t.there = Event::create();
-    t.back = Event::create();
-  }
-  CHUNKPIPE_CUDA_TRY(cudaEventRecord(t.there.get(), streams_[q].get()));
-  CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(t.stream.get(), t.there.get(), 0));
-  return t.stream.get();
-}
-
-CHUNKPIPE_INLINE void StreamOps::from_twin(std::size_t q, cudaStream_t queue_stream) {
-  Twin& t = twins_[q];
-  CHUNKPIPE_CUDA_TRY(cudaEventRecord(t.back.get(), t.stream.get()));
-  CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(queue_stream, t.back.get(), 0));
-}
-
-CHUNKPIPE_INLINE const StreamOps::Record& StreamOps::record_of(std::size_t id) const {
-  const Record& r = records_[id % records_.size()];
-  if (r.id == id) return r;
-  for (const Record& l : last_) {
-    if (l.id == id) return l;
-  }
-  throw std::logic_error("chunkpipe: internal error: op #" + std::to_string(id) +
-                         " is older than the executor's wait window");
 }
 
 }  // namespace chunkpipe::detail
