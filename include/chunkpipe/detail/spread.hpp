@@ -79,9 +79,11 @@
 #include <chunkpipe/detail/piece_book.hpp>
 #include <chunkpipe/detail/piece_counts.hpp>
 #include <chunkpipe/detail/piece_pools.hpp>
+#include <chunkpipe/detail/piece_source.hpp>
 #include <chunkpipe/detail/spread_flow.hpp>
 #include <chunkpipe/detail/spread_queue.hpp>
 #include <chunkpipe/detail/spread_report.hpp>
+#include <chunkpipe/detail/spread_tally.hpp>
 #include <chunkpipe/detail/spread_runs.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/run_setup.hpp>  // check_packed
@@ -447,8 +449,8 @@ class SpreadEngine {
       std::exception_ptr e = r->book.take_error();
       if (!e) {
         try {
-          last_.completed(state->place, r->summary, std::nullopt);
-          state->succeed(r->summary, r->summary, std::nullopt);
+          last_.completed(state->place, r->tally.summary(), std::nullopt);
+          state->succeed(r->tally.summary(), r->tally.summary(), std::nullopt);
         } catch (...) {
           e = std::current_exception();
         }
@@ -484,13 +486,14 @@ class SpreadEngine {
     }
     r.go();
     SpreadOutcome o;
-    o.summary = r.summary;
+    o.summary = r.tally.summary();
     if (has_report<Member>::value && options_.profile) {
       // One link for the floor where every member is the same device.
       const bool one_device = std::all_of(options_.devices.begin(), options_.devices.end(),
                                           [&](int d) { return d == options_.devices.front(); });
-      const LinkModel link = one_device && !r.reports.empty() ? r.reports.front().report.link : LinkModel{};
-      o.report = spread_report(std::move(r.reports), member_names(), link);
+      std::vector<PieceReport>& reports = r.tally.reports();
+      const LinkModel link = one_device && !reports.empty() ? reports.front().report.link : LinkModel{};
+      o.report = spread_report(std::move(reports), member_names(), link);
     }
     return o;
   }

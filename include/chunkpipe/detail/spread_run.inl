@@ -22,43 +22,55 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
 
   Run(SpreadEngine& s, InSide& i, OutSide& o, std::shared_ptr<void> keep, std::size_t n, std::size_t limit,
       std::size_t bound)
-      : spread(s), keep(std::move(keep)), ins(i), outs(o), n(n), piece(s.piece_elems()), chunk(s.members_.front()->geometry().chunk_elems),
-        per(s.per_record_), bound(bound), book(limit, bound), counts(bound) {
-    summary.pieces.assign(s.members_.size(), 0);
+      : spread(s),
+        keep(std::move(keep)),
+        ins(i),
+        outs(o),
+        n(n),
+        bound(bound),
+        book(limit, bound),
+        pack(bound),
+        tally(s.members_.size()) {
     // The user's Source and Sink see the window (Options::chunk_elems),
-    // whatever unit the members schedule (windows.hpp).
+    // whatever unit the members schedule (windows.hpp); the Source's end
+    // tells the Sink where the output ends.
     const std::size_t w = s.options_.chunk_elems;
-    if constexpr (sourced) source_windows.emplace(ins.fn, w, sunk ? window_end : nullptr);
+    auto window_end = std::make_shared<WindowEnd>();
+    if constexpr (sourced) source.emplace(ins.fn, w, sunk ? window_end : nullptr, bound);
     if constexpr (sunk) {
       Window sw;
       sw.elems = w;
-      sw.per_record = counted ? 0 : per;
-      sw.delivery = counted ? w : w / per;
+      sw.per_record = counted ? 0 : per();
+      sw.delivery = counted ? w : w / per();
       if (n != unknown_length && !counted) sw.total = records(n);
       sink_windows.emplace(outs.fn, sw, window_end);
     }
-    lengths.assign(sourced || sunk || counted ? bound : 0, 0);
     if constexpr (counted) {
-      emitted.assign(bound, 0);
+      pack.emitted.assign(bound, 0);
       if constexpr (!sunk) {
-        std::apply([&](const auto&... s) { ((packed.capacity = std::min(packed.capacity, s.size)), ...); }, outs.spans);
+        std::apply([&](const auto&... s) { ((pack.packed.capacity = std::min(pack.packed.capacity, s.size)), ...); },
+                   outs.spans);
         // Pieces may pack straight into outputs a member copies into
         // directly (PackedPlace): pinned ones. Elsewhere a piece buffer
         // costs no more than a member's own staging would.
-        in_place_ok = std::apply([](const auto&... s) { return ((s.memory == Memory::pinned) && ...); }, outs.spans);
-        in_place.assign(bound, 0);
+        pack.in_place_ok =
+            std::apply([](const auto&... s) { return ((s.memory == Memory::pinned) && ...); }, outs.spans);
+        pack.in_place.assign(bound, 0);
       }
     }
   }
+
+  // The spread's, for every run: a piece's elements (piece_units whole
+  // units), a unit's, and input elements per output record.
+  std::size_t piece() const { return spread.piece_elems(); }
+  std::size_t chunk() const { return spread.members_.front()->geometry().chunk_elems; }
+  std::size_t per() const { return spread.per_record_; }
 
   // A run that keeps to itself, from start to end: the members take its
   // pieces (no other run's are out), then the Sink is finished.
   void go() {
     spread.handout_->start(this->shared_from_this());
-    {
-      std::unique_lock<std::mutex> lock(summary_mutex);
-      sealed_cv.wait(lock, [&] { return is_sealed; });
-    }
+    tally.wait_sealed();
     spread.lanes_->wait_empty();  // its pieces, finished
     // The error moves out of the book: a member's thread may let go of
     // this Run after the caller has its error, and must not drop the
@@ -83,11 +95,12 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
         }
       }
     }
-    summary.elems = sourced ? read : n;
-    summary.chunks = (summary.elems + chunk - 1) / chunk;
+    SpreadSummary& summary = tally.summary();
+    summary.elems = sourced ? source->read() : n;
+    summary.chunks = (summary.elems + chunk() - 1) / chunk();
     if constexpr (counted) {
-      if constexpr (!sunk) check_packed(packed);  // as one pipeline's run fails, once complete
-      summary.written = packed.written;
+      if constexpr (!sunk) check_packed(pack.packed);  // as one pipeline's run fails, once complete
+      summary.written = pack.packed.written;
     }
   }
 
@@ -109,7 +122,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       std::size_t p = 0;
       const PieceBook::Take t = take(p);
       if (t != PieceBook::Take::got) return t;
-      if constexpr (counted && !sunk) in_place[p % bound] = 0;  // until the piece says otherwise (place_for)
+      if constexpr (counted && !sunk) pack.in_place[p % bound] = 0;  // until the piece says otherwise (place_for)
       if (length_of(p) == 0) {  // a Source that ended at this piece's start
         finish_empty(p);
         return t;
@@ -124,10 +137,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       ticket->emplace(issue(*spread.members_[m], p));
       if (open) spread.flowing_.runs().issued(*open);  // counted before the lane can finish it
       spread.lanes_->push(m, std::move(entry));
-      {
-        std::lock_guard<std::mutex> lock(summary_mutex);
-        ++summary.pieces[m];
-      }
+      tally.issued(m);
       return t;
     } catch (...) {
       book.stop(std::current_exception());  // the run's error; every member then finds none
@@ -137,16 +147,12 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   void wait_room() noexcept override { book.wait_room(); }
   void sealed() noexcept override {
     if (open) {
-      summary.elems = n;  // a flowing run: its pieces finish later, and complete it
-      summary.chunks = (n + chunk - 1) / chunk;
+      tally.summary().elems = n;  // a flowing run: its pieces finish later, and complete it
+      tally.summary().chunks = (n + chunk() - 1) / chunk();
       spread.flowing_.runs().seal(*open);
       return;
     }
-    {
-      std::lock_guard<std::mutex> lock(summary_mutex);
-      is_sealed = true;
-    }
-    sealed_cv.notify_all();
+    tally.seal();
   }
 
   // Finishes piece p (it ran on member m): the run's error if it failed.
@@ -164,33 +170,17 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     if (open) spread.flowing_.runs().finished(*open);
   }
 
-  // Takes the next piece (PieceBook::try_take); for a Source, reads it
-  // (in piece order: the read lock is held from taking to the end of
-  // reading, and never while waiting).
+  // Takes the next piece (PieceBook::try_take); for a Source, reads it,
+  // in piece order (PieceSource).
   PieceBook::Take take(std::size_t& p) {
     if constexpr (!sourced) {
       return book.try_take(p);
     } else {
-      std::lock_guard<std::mutex> reading(read_mutex);
-      if (ended) return PieceBook::Take::none;
-      const PieceBook::Take t = book.try_take(p);
-      if (t != PieceBook::Take::got) return t;
-      in_t* dst = in_buffer(p);
-      std::size_t got = 0;
-      for (std::size_t c = 0; c < spread.piece_units; ++c) {
-        if (book.error()) return PieceBook::Take::none;  // another member failed: read no more
-        const std::size_t wrote = source_windows->fill(dst + c * chunk, chunk);
-        got += wrote;
-        if (wrote < chunk) {
-          ended = true;
-          break;
-        }
-      }
-      if constexpr (!sunk && !counted) check_fits(records(p * piece + got));
-      lengths[p % lengths.size()] = got;
-      read += got;
-      if (ended) book.end_after(p);
-      return PieceBook::Take::got;
+      return source->take(
+          book, p, spread.piece_units, chunk(), [&](std::size_t q) { return in_buffer(q); },
+          [&](std::size_t produced) {
+            if constexpr (!sunk && !counted) check_fits(records(produced));
+          });
     }
   }
 
@@ -201,7 +191,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     std::apply(
         [&](const auto&... s) {
           ((produced > s.size ? throw pipeline_error("chunkpipe: the source produced more than the " +
-                                                     std::to_string(s.size) + (per == 1 ? " elements" : " records") +
+                                                     std::to_string(s.size) + (per() == 1 ? " elements" : " records") +
                                                      " output " + std::to_string(o) + " holds")
                               : void(++o)),
            ...);
@@ -211,9 +201,9 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
 
   std::size_t length_of(std::size_t p) const {
     if constexpr (sourced) {
-      return lengths[p % lengths.size()];
+      return source->length(p);
     } else {
-      return std::min(piece, n - p * piece);
+      return std::min(piece(), n - p * piece());
     }
   }
 
@@ -221,20 +211,19 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   // p + bound takes only once p was delivered), made or grown when first
   // needed.
   in_t* in_buffer(std::size_t p) {
-    return reinterpret_cast<in_t*>(spread.pools_.input(p % bound, piece * sizeof(in_t)));
+    return reinterpret_cast<in_t*>(spread.pools_.input(p % bound, piece() * sizeof(in_t)));
   }
   // Output `o` of piece p (of type T): several for an Emit of several outputs.
   template <class T = out_t>
   T* out_buffer(std::size_t p, std::size_t o = 0) {
-    return reinterpret_cast<T*>(
-        spread.pools_.output((p % bound) * out_count + o, records(piece) * sizeof(T)));
+    return reinterpret_cast<T*>(spread.pools_.output((p % bound) * out_count + o, records(piece()) * sizeof(T)));
   }
   // Output records of `elems` elements from a unit's start: elements
   // themselves (per 1), or a Reduce's segments, or chunks.
-  std::size_t records(std::size_t elems) const noexcept { return (elems + per - 1) / per; }
+  std::size_t records(std::size_t elems) const noexcept { return (elems + per() - 1) / per(); }
 
   auto issue(Member& member, std::size_t p) {
-    const std::size_t first = p * piece;
+    const std::size_t first = p * piece();
     const std::size_t len = length_of(p);
     auto in_side = [&] {
       if constexpr (sourced) {
@@ -269,7 +258,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     // piece is the run's chunk p * piece_units + k, at offset first + k * unit.
     RunLabel label{p * spread.piece_units, first};
     if constexpr (counted && !sunk) {
-      if (in_place_ok) label.place = place_for(p, len);
+      if (pack.in_place_ok) label.place = place_for(p, len);
     }
     return RunAccess::run_async(member, label, in_side(), out_side());
   }
@@ -282,15 +271,15 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   std::shared_ptr<PackedPlace> place_for(std::size_t p, std::size_t len) {
     auto place = std::make_shared<PackedPlace>();
     place->base = [this, p] {
-      const std::size_t b = counts.base_of(p);
-      if (b != PackedPlace::unknown) in_place[p % bound] = 1;  // read by deliver_counted, after the piece
+      const std::size_t b = pack.counts.base_of(p);
+      if (b != PackedPlace::unknown) pack.in_place[p % bound] = 1;  // read by deliver_counted, after the piece
       return b;
     };
     std::apply([&](const auto&... s) { (place->data.push_back(reinterpret_cast<std::byte*>(s.data)), ...); },
                outs.spans);
-    place->capacity = packed.capacity;
-    place->chunks = (len + chunk - 1) / chunk;
-    place->done = [this, p](std::size_t got) noexcept { counts.counted(p, got); };
+    place->capacity = pack.packed.capacity;
+    place->chunks = (len + chunk() - 1) / chunk();
+    place->done = [this, p](std::size_t got) noexcept { pack.counts.counted(p, got); };
     return place;
   }
 
@@ -314,13 +303,9 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
         return ticket;
       }
     }();
-    if constexpr (counted) emitted[p % bound] = ticket.get();
+    if constexpr (counted) pack.emitted[p % bound] = ticket.get();
     if constexpr (has_report<std::decay_t<decltype(own)>>::value) {
-      if (spread.options_.profile) {
-        PieceReport r{m, p * spread.piece_units, own.report()};
-        std::lock_guard<std::mutex> lock(summary_mutex);
-        reports.push_back(std::move(r));
-      }
+      if (spread.options_.profile) tally.add(PieceReport{m, p * spread.piece_units, own.report()});
     }
     deliver(book.done(p));
   }
@@ -328,8 +313,8 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   // (its slot of `emitted` still holds the count of an earlier piece).
   void finish_empty(std::size_t p) {
     if constexpr (counted) {
-      emitted[p % bound] = 0;
-      counts.counted(p, 0);
+      pack.emitted[p % bound] = 0;
+      pack.counts.counted(p, 0);
     }
     deliver(book.done(p));
   }
@@ -345,7 +330,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
         } else if constexpr (sunk) {
           // In windows, as one pipeline hands them over: its records,
           // numbered from the run's first (elements, where per is 1).
-          sink_windows->put(records(p * piece), out_buffer(p), records(length_of(p)));
+          sink_windows->put(records(p * piece()), out_buffer(p), records(length_of(p)));
         }
         book.delivered();
       }
@@ -357,8 +342,9 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   // ranges at the run's packed offset, what fits (run_packed_out's rule),
   // or to the Sink chunk by chunk.
   void deliver_counted(std::size_t p) {
+    Packed& packed = pack.packed;
     const std::size_t base = packed.emitted;  // what the pieces before p emitted
-    const std::size_t got = emitted[p % bound];
+    const std::size_t got = pack.emitted[p % bound];
     if constexpr (sunk) {
       if (got != 0) sink_windows->put(base, out_buffer(p), got);
       packed.written = base + got;
@@ -367,10 +353,10 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
           packed.written == base && base < packed.capacity ? std::min(got, packed.capacity - base) : 0;
       if (room != 0) {
         // A piece that packed in place wrote these itself (place_for).
-        if (!in_place[p % bound]) copy_piece(p, base, room, std::make_index_sequence<out_count>{});
+        if (!pack.in_place[p % bound]) copy_piece(p, base, room, std::make_index_sequence<out_count>{});
         packed.written = base + room;
       }
-      if (in_place[p % bound]) ++summary.in_place;
+      if (pack.in_place[p % bound]) ++tally.summary().in_place;  // pieces are delivered one at a time
     }
     packed.emitted = base + got;
   }
@@ -385,6 +371,15 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     spread.pools_.copy_team().copy(copies);
   }
 
+  // A counted run's (Filter, Emit) packing.
+  struct Packing {
+    explicit Packing(std::size_t bound) : counts(bound) {}
+    std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
+    PieceCounts counts;                // the pieces' counts as their last chunks pack
+    bool in_place_ok = false;          // pieces may pack into the run's outputs (place_for)
+    std::vector<char> in_place;        // [piece % bound]: the piece packed straight into the outputs
+    Packed packed;                     // as one pipeline's: emitted and written by the pieces delivered
+  };
 
   SpreadEngine& spread;
   // A flowing run's two sides (start_flow); null for a run that keeps to
@@ -394,30 +389,14 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   InSide& ins;
   OutSide& outs;
   const std::size_t n;
-  const std::size_t piece;
-  const std::size_t chunk;
-  const std::size_t per;  // input elements per output record
-  const std::size_t bound;
+  const std::size_t bound;  // pieces taken and not yet delivered, at most
   PieceBook book;
   std::shared_ptr<OpenRuns::Run> open;  // a flowing run's place among the open runs (start_flow)
-  std::vector<std::size_t> lengths;  // [piece % bound]: a Source's piece lengths
-  std::vector<std::size_t> emitted;  // [piece % bound]: what a counted piece emitted
-  PieceCounts counts;                // a counted run's pieces' counts as their last chunks pack
-  bool in_place_ok = false;          // a counted run's pieces may pack into its outputs (place_for)
-  std::vector<char> in_place;        // [piece % bound]: the piece packed straight into the outputs
-  // The user's Source and Sink, called in windows; the Source's end tells
-  // the Sink where the output ends.
-  std::shared_ptr<WindowEnd> window_end = std::make_shared<WindowEnd>();
-  std::optional<SourceWindows<in_t, typename side_callback<InSide>::type>> source_windows;
+  // The user's Source and Sink, called in windows.
+  std::optional<PieceSource<in_t, typename side_callback<InSide>::type>> source;
   std::optional<SinkWindows<out_t, typename side_callback<OutSide>::type>> sink_windows;
-  Packed packed;  // a counted run's, as one pipeline's: emitted and written by the pieces delivered
-  std::vector<PieceReport> reports;  // under summary_mutex: the pieces', when profiling
-  std::mutex read_mutex, summary_mutex;
-  std::condition_variable sealed_cv;  // a run that keeps to itself: is_sealed, under summary_mutex
-  bool is_sealed = false;
-  bool ended = false;    // under read_mutex
-  std::size_t read = 0;  // under read_mutex; read once the threads joined
-  SpreadSummary summary;
+  Packing pack;
+  SpreadTally tally;  // its summary, its pieces' reports, whether the handout is over
 };
 
 }  // namespace detail
