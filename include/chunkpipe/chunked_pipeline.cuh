@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// ChunkedPipeline: streams host data through the GPU in chunks, so that
-/// copies in, kernels and copies out of different chunks overlap; its
-/// SpreadPipeline over several GPUs, make_pipeline and tune.
+/// copies in, kernels and copies out of different chunks overlap;
+/// make_pipeline and tune. SpreadPipeline, over several GPUs, is in
+/// spread.hpp (not included here: a program of single pipelines does not
+/// compile the spread).
 ///
 /// \code
 /// #include <chunkpipe/chunked_pipeline.cuh>
@@ -41,7 +43,6 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
-#include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/cuda_runner.cuh>
 #include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
@@ -361,6 +362,11 @@ struct PinnedPieceBuffer {
   PinnedBuffer buffer;
 };
 
+// What a spread (spread.hpp, which this header does not include) needs to
+// know of its members.
+template <class Member>
+struct spread_member;
+
 template <class... Stages>
 struct spread_member<ChunkedPipeline<Stages...>> {
   template <class T>
@@ -372,17 +378,6 @@ struct spread_member<ChunkedPipeline<Stages...>> {
   }
 };
 }  // namespace detail
-
-/// A pipeline that spreads each run over several GPUs (chunkpipe::Spread,
-/// spread.hpp): one ChunkedPipeline per entry of Options::devices (an entry
-/// may repeat), each taking the next piece of the run when it has room.
-/// Its runs may start after(...) spread tickets and what one pipeline's
-/// after(...) takes (streams, events, RunTickets).
-///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
-///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
-///   auto t = spread.run_async(in, out, chunkpipe::after(stream));  // queued; returns at once
-template <class... Stages>
-using SpreadPipeline = Spread<ChunkedPipeline<Stages...>>;
 
 /// Builds a ChunkedPipeline, deducing the stage types:
 ///   auto pipe = chunkpipe::make_pipeline(opts, chunkpipe::map(Fma{a, b}));

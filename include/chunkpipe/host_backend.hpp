@@ -14,7 +14,8 @@
 /// end without a GPU, and how a broken schedule shows up in the data.
 /// With Options::profile, each op that ran is timed on the host's steady
 /// clock, and report() gives the same Report a GPU run gives, without a link
-/// floor: the host has no PCIe link to bound it.
+/// floor: the host has no PCIe link to bound it. HostSpreadPipeline, a run
+/// spread over virtual devices, is in spread.hpp (not included here).
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -25,7 +26,6 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/scan.hpp>
-#include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/driver.hpp>
@@ -457,6 +457,13 @@ class HostPipeline {
 };
 
 namespace detail {
+// What a spread (spread.hpp, which this header does not include) needs to
+// know of its members.
+template <class Member>
+struct spread_member;
+template <class T>
+struct HostPieceBuffer;
+
 template <class... Stages>
 struct spread_member<HostPipeline<Stages...>> {
   template <class T>
@@ -466,15 +473,6 @@ struct spread_member<HostPipeline<Stages...>> {
   static void share_copy_team(HostPipeline<Stages...>&, const std::shared_ptr<SharedCopyTeam>&) noexcept {}
 };
 }  // namespace detail
-
-/// Runs spread over virtual devices (chunkpipe::Spread, spread.hpp): one
-/// HostPipeline per entry of Options::devices (the ordinals are labels),
-/// each with its own schedule and slots, taking pieces of a run as it has
-/// room; Map, ChunkFn, record, Filter and Emit stages, a ChunkFn seeing the
-/// run's chunk numbers. How CI tests the spreading's order, bounds and
-/// failures. Its runs may start after(...) spread tickets and HostTickets.
-template <class... Stages>
-using HostSpreadPipeline = Spread<HostPipeline<Stages...>>;
 
 /// Builds a HostPipeline, deducing its stage types: the way to run a
 /// pipeline on a machine with no GPU (or in a CPU-only test), with the

@@ -3,8 +3,7 @@
 /// The umbrella header: everything chunkpipe has for the GPU, in one
 /// include. It only includes:
 ///
-/// - chunked_pipeline.cuh: ChunkedPipeline, SpreadPipeline, make_pipeline,
-///   tune, and what their runs take and give: stages (stage.hpp), ranges,
+/// - chunked_pipeline.cuh: ChunkedPipeline, make_pipeline, tune, and what their runs take and give: stages (stage.hpp), ranges,
 ///   sources and sinks (io.hpp), options (options.hpp,
 ///   memory_resource.hpp), plans (plan.hpp), reports (report.hpp), folding
 ///   runs' results (result.hpp), run tickets and after() (run_ticket.cuh),
@@ -12,12 +11,14 @@
 ///   CUDA resources (memory.cuh);
 /// - filter.cuh: a Filter stage's device side (CUB's DeviceSelect);
 /// - scan.hpp: the Scan stage (a running prefix over a whole run);
+/// - spread.hpp: SpreadPipeline, a run spread over several GPUs;
 /// - the hazard check (hazards.hpp), the simulator (simulate.hpp),
 ///   measurements of the link and of a stage (measure.cuh) and the version
 ///   (version.hpp).
 ///
 /// A file that needs less compiles faster with less: a pipeline without a
-/// Filter stage needs only <chunkpipe/chunked_pipeline.cuh>.
+/// Filter stage needs only <chunkpipe/chunked_pipeline.cuh>, and a spread
+/// that as well as <chunkpipe/spread.hpp>.
 /// Included separately: files and generators (files.hpp), shares of a
 /// range (shard.hpp), storage rates (storage.hpp), Thrust in a ChunkFn
 /// (thrust.cuh), and the host backend (host_backend.hpp), which needs no
@@ -44,6 +45,7 @@
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/scan.hpp>
 #include <chunkpipe/simulate.hpp>
+#include <chunkpipe/spread.hpp>
 #include <chunkpipe/stage.hpp>
 #include <chunkpipe/version.hpp>
 

@@ -2,11 +2,13 @@
 /// \file
 /// A pipeline that spreads each run over several member pipelines of the
 /// same stages: Spread<Member>, named SpreadPipeline<Stages...> over GPUs
-/// (<chunkpipe/pipeline.cuh>) and HostSpreadPipeline<Stages...> over the
-/// host backend's virtual devices (<chunkpipe/host_backend.hpp>), which
-/// include this header. Host-only C++: the members do all device work;
-/// detail/spread.hpp says how the pieces are handed out, finished and
-/// delivered.
+/// (with <chunkpipe/chunked_pipeline.cuh>) and HostSpreadPipeline<Stages...>
+/// over the host backend's virtual devices (with
+/// <chunkpipe/host_backend.hpp>). Those headers do not include this one, so
+/// that a program of single pipelines does not compile the spread: include
+/// it (or the umbrella <chunkpipe/pipeline.cuh>) to spread runs. Host-only
+/// C++: the members do all device work; detail/spread.hpp says how the
+/// pieces are handed out, finished and delivered.
 ///
 /// \code
 /// chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
@@ -239,5 +241,34 @@ class Spread {
 
   Engine engine_;
 };
+
+// The members' classes, declared only: each is defined by its own header
+// (chunked_pipeline.cuh, host_backend.hpp), which a program includes
+// beside this one.
+template <class... Stages>
+class ChunkedPipeline;
+template <class... Stages>
+class HostPipeline;
+
+/// A pipeline that spreads each run over several GPUs: one ChunkedPipeline
+/// per entry of Options::devices (an entry may repeat), each taking the
+/// next piece of the run when it has room. Its runs may start after(...)
+/// spread tickets and what one pipeline's after(...) takes (streams,
+/// events, RunTickets). Needs <chunkpipe/chunked_pipeline.cuh> (nvcc).
+///   chunkpipe::SpreadPipeline<chunkpipe::Map<F>> spread({.devices = {0, 1}}, chunkpipe::map(f));
+///   chunkpipe::SpreadSummary s = spread.run(in, out);   // blocks
+///   auto t = spread.run_async(in, out, chunkpipe::after(stream));  // queued; returns at once
+template <class... Stages>
+using SpreadPipeline = Spread<ChunkedPipeline<Stages...>>;
+
+/// Runs spread over virtual devices: one HostPipeline per entry of
+/// Options::devices (the ordinals are labels), each with its own schedule
+/// and slots, taking pieces of a run as it has room; Map, ChunkFn, record,
+/// Filter and Emit stages, a ChunkFn seeing the run's chunk numbers. How CI
+/// tests the spreading's order, bounds and failures. Its runs may start
+/// after(...) spread tickets and HostTickets. Needs
+/// <chunkpipe/host_backend.hpp>.
+template <class... Stages>
+using HostSpreadPipeline = Spread<HostPipeline<Stages...>>;
 
 }  // namespace chunkpipe

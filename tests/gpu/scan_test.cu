@@ -7,6 +7,7 @@
 // check with their carry waits. A spread's Scan gives one pipeline's bits,
 // each run's pieces on one member.
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 #include <chunkpipe/pipeline.cuh>
 
 #include "catch.hpp"

@@ -3,6 +3,7 @@
 // ragged tails, several inputs and outputs, several stages, type changes,
 // staging, and execution orders shuffled within what the plan allows.
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 
 #include "catch.hpp"
 #include "counting_resource.hpp"

@@ -5,6 +5,7 @@
 // link floor. Without profile, report() says how to get one.
 #include <chunkpipe/files.hpp>
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 
 #include "catch.hpp"
 #include "scratch_dir.hpp"

@@ -4,6 +4,7 @@
 // boundary or at once, sinks that see every chunk once and in order, and
 // failures that reach the caller and leave the pipeline usable.
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 
 #include "catch.hpp"
 

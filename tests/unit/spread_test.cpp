@@ -7,6 +7,7 @@
 // nothing; record stages (Reduce, Accumulate, PerChunk) give what one
 // pipeline gives, to the bit.
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 
 #include "catch.hpp"
 #include "float_data.hpp"

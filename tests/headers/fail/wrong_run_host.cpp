@@ -9,6 +9,7 @@
 // expect-error: chunkpipe: this pipeline writes its results to outputs: give run() an output, pipe.run(x, out);  or make the last stage a reduce/accumulate
 // expect-error: chunkpipe: run(): the output ranges' element types must be exactly those the last stage produces
 #include <chunkpipe/host_backend.hpp>
+#include <chunkpipe/spread.hpp>
 
 #include <vector>
 
