@@ -3,12 +3,13 @@
 /// The umbrella header: everything chunkpipe has for the GPU, in one
 /// include. It only includes:
 ///
-/// - chunked_pipeline.cuh: ChunkedPipeline, make_pipeline, tune, and what their runs take and give: stages (stage.hpp), ranges,
-///   sources and sinks (io.hpp), options (options.hpp,
-///   memory_resource.hpp), plans (plan.hpp), reports (report.hpp), folding
-///   runs' results (result.hpp), run tickets and after() (run_ticket.cuh),
-///   the decision (decide.hpp), errors (errors.hpp, cuda_error.cuh) and the
-///   CUDA resources (memory.cuh);
+/// - chunked_pipeline.cuh: ChunkedPipeline, make_pipeline, tune, and what
+///   their runs take and give: stages (stage.hpp), ranges, sources and
+///   sinks (io.hpp), options (options.hpp, memory_resource.hpp), plans
+///   (plan.hpp), reports (report.hpp), folding runs' results (result.hpp),
+///   run tickets and after() (run_ticket.cuh), the decision (decide.hpp),
+///   errors (errors.hpp, cuda_error.cuh) and the CUDA resources
+///   (memory.cuh);
 /// - filter.cuh: a Filter stage's device side (CUB's DeviceSelect);
 /// - scan.hpp: the Scan stage (a running prefix over a whole run);
 /// - spread.hpp: SpreadPipeline, a run spread over several GPUs;

@@ -130,8 +130,8 @@ CHUNKPIPE_INLINE void StreamOps::issue_op(const Op& op, const OpWork& w, Run& ru
         stage(stages_, op, sched_.steps[static_cast<std::size_t>(op.step)], mem_, stream,
               st.setup.label.chunk + (op.chunk - run.first_chunk), st.setup.label.offset + w.offset, w.count);
       } else {
-        ::chunkpipe::detail::copies_of(op, sched_.steps[static_cast<std::size_t>(op.step)], mem_, *st.setup.ends, w.offset,
-                                       w.count, copies_);
+        ::chunkpipe::detail::copies_of(op, sched_.steps[static_cast<std::size_t>(op.step)], mem_, *st.setup.ends,
+                                       w.offset, w.count, copies_);
         for (const Copy& c : copies_) {
           CHUNKPIPE_CUDA_TRY(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, stream));
           if (timed) timed->op.bytes += c.bytes;
