@@ -40,6 +40,8 @@
 #include <chunkpipe/detail/copy_team.hpp>
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/endpoints.hpp>
+#include <chunkpipe/detail/graph_builder.hpp>
+#include <chunkpipe/detail/graph_ops.hpp>
 #include <chunkpipe/detail/host_lanes.hpp>
 #include <chunkpipe/detail/host_op_graph.hpp>
 #include <chunkpipe/detail/issue_worker.hpp>

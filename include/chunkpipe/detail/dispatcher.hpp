@@ -57,7 +57,7 @@ class Dispatcher {
   /// all (a stage found not to capture since it was started), or empty.
   std::string refusal() const;
 
-  /// A run's graph was issued: `path` is GraphExecutor::Path (built,
+  /// A run's graph was issued: `path` is GraphOps::Path (built,
   /// updated or replayed), `times` what the executor measured, `cached`
   /// the graphs it holds now.
   template <class Path>

@@ -16,6 +16,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 namespace chunkpipe::detail {
 
@@ -208,6 +209,19 @@ class PipelineFront {
     Plan p = ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, s, chunks_for(elems));
     p.executor = executor;
     return p;
+  }
+
+  /// The plan a run of `elems` elements follows as one CUDA graph (the
+  /// graph executor, handed it by the issuer): one pinned run, its chunks
+  /// numbered from 0, in the lifetime schedule's shape with the geometry's
+  /// lanes (those a calibration decides are for runs on streams, whose
+  /// streams they are). Throws what make_plan throws.
+  Plan graph_plan(std::size_t elems) const {
+    PlanShape s = lifetime_shape();
+    s.kernel_lanes = geometry_.kernel_lanes;
+    s.lanes_vary = false;
+    return ::chunkpipe::make_plan(geometry_.policy, geometry_.depth, s,
+                                  std::vector<RunSpec>{RunSpec{chunks_for(elems), false, false, elems}});
   }
 
  private:

@@ -43,10 +43,25 @@
 
 namespace chunkpipe::detail {
 
-/// A profiled run's report label: "stage_streams, depth 3, 2 kernel lanes".
-inline std::string run_label(const Geometry& g, int lanes) {
-  return std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
-         (lanes > 1 ? ", " + std::to_string(lanes) + " kernel lanes" : std::string());
+/// What the last stage's slot buffer holds beyond its outputs, for runs
+/// whose inputs are `In`: a Filter's count and CUB scratch (sized for a
+/// full unit).
+template <class In, class... Stages>
+OutShape out_shape(PipelineFront<Stages...>& front) {
+  using Front = PipelineFront<Stages...>;
+  OutShape o;
+  o.records = front.unit_records();
+  o.counted = Front::counted;
+  using Last = typename Front::last_stage;
+  if constexpr (is_filter<Last>::value) {
+    using io = std::tuple_element_t<sizeof...(Stages) - 1, typename chain<In, Stages...>::ios>;
+    // Unqualified: argument-dependent lookup finds filter_kernel.cuh's
+    // overload (<chunkpipe/filter.cuh>; stage_launch.cuh, FilterFound).
+    o.scratch_bytes = filter_device_scratch(FilterFound{}, std::get<sizeof...(Stages) - 1>(front.stages()).pred,
+                                            static_cast<const first_type_t<typename io::in>*>(nullptr),
+                                            front.geometry().chunk_elems);
+  }
+  return o;
 }
 
 template <class... Stages>
@@ -59,7 +74,6 @@ class Issuer {
   Issuer(Front& front, int device, std::shared_ptr<Health> health, const std::shared_ptr<EventPool>& pool,
          Dispatcher& dispatcher, int host_threads)
       : front_(front),
-        device_(device),
         health_(std::move(health)),
         dispatcher_(dispatcher),
         arena_(device, front.options()),
@@ -96,7 +110,7 @@ class Issuer {
       // Everything timed has run: decide on it before the new schedule
       // numbers its chunks afresh (fresh_schedule restarts the round).
       if (tuner_.has_calibration()) {
-        DeviceGuard guard(device_);
+        DeviceGuard guard(arena_.device());
         tuner_.settle(true);
       }
       // Until the new slots exist, no flow is prepared: if allocating them
@@ -106,7 +120,7 @@ class Issuer {
       const Geometry& g = front_.geometry();
       PlanBuilder probe(g.policy, g.depth, front_.lifetime_shape());
       arena_.lay_out(::chunkpipe::detail::make_slot_layout(probe.steps(), probe.buffers().size(), flow, g.chunk_elems,
-                                                           g.depth, out_shape<In>(), front_.carry_segment()));
+                                                           g.depth, out_shape<In>(front_), front_.carry_segment()));
       flow_ = &flow;
     }
     // Pinned slots only for pipelines that stage; no op uses them before
@@ -114,14 +128,8 @@ class Issuer {
     if (staged) arena_.ensure_pinned();
     exec_.set_memory(arena_.memory());
     if (fresh) {
-      // Graphs name the device slots; pinned slots are never theirs. A
-      // graph is one run with the geometry's lanes: the lanes a calibration
-      // decides are for stream runs, whose streams they are.
-      const Geometry& g = front_.geometry();
-      PlanShape shape = front_.lifetime_shape();
-      shape.kernel_lanes = g.kernel_lanes;
-      shape.lanes_vary = false;
-      graphs_.configure(g.policy, g.depth, shape, g.chunk_elems, arena_.memory());
+      // Graphs name the device slots; pinned slots are never theirs.
+      graphs_.configure(front_.geometry().chunk_elems, arena_.memory());
       // Other element types may capture where these did not.
       dispatcher_.new_flow();
     }
@@ -146,9 +154,9 @@ class Issuer {
       }
     }
     try {
-      DeviceGuard guard(device_);
+      DeviceGuard guard(arena_.device());
       if (!driver_) fresh_schedule();
-      NvtxRange range(run_name_, index);
+      NvtxRange range(names_.run, index);
       typename StreamExecutor<Stages...>::Run r;
       r.state = run;
       r.index = index;
@@ -174,7 +182,7 @@ class Issuer {
   /// Waits for everything issued. Blocks.
   void drain() {
     std::lock_guard<std::mutex> lock(mutex_);
-    DeviceGuard guard(device_);
+    DeviceGuard guard(arena_.device());
     drain_locked();
   }
 
@@ -182,8 +190,9 @@ class Issuer {
   /// device. Never throws.
   void quiesce() noexcept {
     int previous = 0;
+    const int device = arena_.device();
     const bool switched =
-        cudaGetDevice(&previous) == cudaSuccess && previous != device_ && cudaSetDevice(device_) == cudaSuccess;
+        cudaGetDevice(&previous) == cudaSuccess && previous != device && cudaSetDevice(device) == cudaSuccess;
     drain_locked();
     if (switched) (void)cudaSetDevice(previous);
   }
@@ -226,7 +235,7 @@ class Issuer {
     {
       std::unique_lock<std::mutex> issuing(mutex_, std::try_to_lock);
       if (issuing.owns_lock() && tuner_.has_calibration()) {
-        DeviceGuard guard(device_);
+        DeviceGuard guard(arena_.device());
         tuner_.settle(false);
       }
     }
@@ -239,7 +248,7 @@ class Issuer {
     {
       std::lock_guard<std::mutex> issuing(mutex_);
       if (tuner_.has_calibration()) {
-        DeviceGuard guard(device_);
+        DeviceGuard guard(arena_.device());
         tuner_.settle(true);
       }
     }
@@ -259,13 +268,12 @@ class Issuer {
   template <class In>
   bool issue_graph(const std::shared_ptr<RunState>& run, std::size_t n, std::size_t index) noexcept {
     try {
-      DeviceGuard guard(device_);
+      DeviceGuard guard(arena_.device());
       if (!driver_) fresh_schedule();  // the streams the graph orders itself between
-      NvtxRange range(graph_run_name_, index);
-      graph_streams_.clear();  // reused: a replay allocates nothing here
-      for (std::size_t q = 0; q < exec_.device_queues(); ++q) graph_streams_.push_back(exec_.stream(q));
+      NvtxRange range(names_.graph_run, index);
       GraphStats times;
-      const auto path = graphs_.template issue<In>(*run, n, graph_streams_, times);
+      const auto path = graphs_.template issue<In>(*run, n, exec_.device_streams(), exec_.device_queues(), times,
+                                                   GraphOps::Planner{&front_, &Issuer::graph_plan});
       run->issue.elems = n;
       run->issue.chunks = (n + front_.geometry().chunk_elems - 1) / front_.geometry().chunk_elems;
       dispatcher_.graph_issued(path, times, graphs_.cached());
@@ -294,23 +302,9 @@ class Issuer {
     }
   }
 
-  // What the last stage's slot buffer holds beyond its outputs: a Filter's
-  // count and CUB scratch (sized for a full unit).
-  template <class In>
-  OutShape out_shape() const {
-    OutShape o;
-    o.records = front_.unit_records();
-    o.counted = Front::counted;
-    using Last = typename Front::last_stage;
-    if constexpr (is_filter<Last>::value) {
-      using io = std::tuple_element_t<sizeof...(Stages) - 1, typename chain<In, Stages...>::ios>;
-      // Unqualified: argument-dependent lookup finds filter_kernel.cuh's
-      // overload (<chunkpipe/filter.cuh>; stage_launch.cuh, FilterFound).
-      o.scratch_bytes = filter_device_scratch(FilterFound{}, std::get<sizeof...(Stages) - 1>(front_.stages()).pred,
-                                              static_cast<const first_type_t<typename io::in>*>(nullptr),
-                                              front_.geometry().chunk_elems);
-    }
-    return o;
+  // The plan a graph run follows (GraphOps::Planner): the pipeline's.
+  static Plan graph_plan(const void* front, std::size_t elems) {
+    return static_cast<const Front*>(front)->graph_plan(elems);
   }
 
   // A new lifetime schedule: chunk and op numbers start again. Only when
@@ -347,7 +341,6 @@ class Issuer {
   }
 
   Front& front_;
-  const int device_;
   std::shared_ptr<Health> health_;
   Dispatcher& dispatcher_;  // which executor each run gets; its own lock (dispatcher.hpp)
 
@@ -358,12 +351,13 @@ class Issuer {
   SlotArena arena_;  // slot layout, arenas, record pool (slot_arena.cuh)
   StreamExecutor<Stages...> exec_;
   GraphExecutor<Stages...> graphs_;
-  std::vector<cudaStream_t> graph_streams_;  // the stream executor's, for graphs_.issue()
   std::optional<Driver<StreamExecutor<Stages...>>> driver_;
   std::vector<PlanRun> runs_log_;
   LaneTuner tuner_;  // kernel lanes of stream runs; its own lock for the decision (lane_tuner.cuh)
-  NvtxName run_name_{"chunkpipe run"};
-  NvtxName graph_run_name_{"chunkpipe graph run"};
+  struct {
+    NvtxName run{"chunkpipe run"};
+    NvtxName graph_run{"chunkpipe graph run"};
+  } names_;  // what NVTX calls a run's range
 };
 
 }  // namespace chunkpipe::detail

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chunkpipe/memory.cuh>
+#include <chunkpipe/options.hpp>
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/detail/endpoints.hpp>
 #include <chunkpipe/detail/linkage.hpp>
@@ -13,8 +14,12 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <string>
 
 namespace chunkpipe::detail {
+
+/// A profiled run's report label: "stage_streams, depth 3, 2 kernel lanes".
+std::string run_label(const Geometry& g, int lanes);
 
 struct RunTimeline {
   /// One timed op: device ops by their events, host ops by the host clock.
@@ -32,6 +37,12 @@ struct RunTimeline {
   std::chrono::steady_clock::time_point host_clock_zero;
   std::deque<Timed> timed;  ///< grows at the back only: host tasks write in place
   Report report;            ///< built by build()
+
+  /// What `report` says before the run is issued: how it is scheduled
+  /// (`g`, `o`), over what (`ends`), on which `executor` and why
+  /// (`note`), against which `link`. Throws std::bad_alloc only.
+  void describe(const Geometry& g, const Options& o, const Endpoints& ends, const LinkModel& link, Executor executor,
+                const std::string& note);
 
   /// Builds `report` for a run of `chunks` and `elems` over `ends` (or
   /// none), once every timed op is over. Blocks on the origin event only.

@@ -6,6 +6,30 @@
 
 namespace chunkpipe::detail {
 
+CHUNKPIPE_INLINE std::string run_label(const Geometry& g, int lanes) {
+  return std::string(to_string(g.policy)) + ", depth " + std::to_string(g.depth) +
+         (lanes > 1 ? ", " + std::to_string(lanes) + " kernel lanes" : std::string());
+}
+
+CHUNKPIPE_INLINE void RunTimeline::describe(const Geometry& g, const Options& o, const Endpoints& ends,
+                                            const LinkModel& link, Executor executor, const std::string& note) {
+  Report& r = report;
+  r.label = run_label(g, g.kernel_lanes);
+  r.policy = g.policy;
+  r.depth = g.depth;
+  r.chunk_elems = g.chunk_elems;
+  r.link = link;
+  r.executor = executor;
+  r.executor_note = note;
+  const int threads = o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
+  r.io = ::chunkpipe::detail::describe_io(
+      ends,
+      std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
+          (o.host_threads > 0 ? " (Options::host_threads)" : " (the default: min(8, hardware threads))"),
+      "into " + std::to_string(g.depth) + " free slots" +
+          (o.policy == Policy::automatic ? " (the automatic policy's depth)" : " (Options::depth)"));
+}
+
 CHUNKPIPE_INLINE void RunTimeline::build(std::size_t chunks, std::size_t elems, const Endpoints* ends) {
   report.ops.clear();
   // Done by now (wait() found every stream past it), but an origin no

@@ -69,6 +69,9 @@ class SlotArena {
   SlotArena(const SlotArena&) = delete;
   SlotArena& operator=(const SlotArena&) = delete;
 
+  /// The device the slots are on.
+  int device() const noexcept { return device_; }
+
   /// Lays the slots out anew. The device arena grows if it holds fewer
   /// bytes than `layout` needs (the old one is given back first: its memory
   /// may be needed for the new); nothing may use the old slots any more.
@@ -106,7 +109,7 @@ class SlotArena {
 
   static std::string mib(std::size_t bytes);
 
-  int device_;  // for messages
+  int device_;  // for messages, and the owner's DeviceGuards
   std::shared_ptr<MemoryResource> device_memory_, pinned_memory_;
   SlotLayout layout_;
   DeviceBuffer device_arena_;

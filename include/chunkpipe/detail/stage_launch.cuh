@@ -122,7 +122,7 @@ std::size_t filter_device_scratch(FilterMissing, const Pred&, const T*, std::siz
 }
 
 // Declared only: every run of a Filter pipeline sizes its scratch first
-// (Issuer::out_shape), so a file without filter.cuh stops at the
+// (out_shape, issuer.cuh), so a file without filter.cuh stops at the
 // static_assert above, with one error, before this could be needed.
 template <class Pred, class T>
 void filter_device_launch(FilterMissing, const Pred&, const T*, std::size_t, T*, std::size_t*, void*, std::size_t,

@@ -96,6 +96,8 @@ class StreamOps {
   const std::vector<Op>& log() const noexcept { return log_.ops; }
 
   cudaStream_t stream(std::size_t q) const noexcept { return streams_[q].get(); }
+  /// The device queues' streams, [queue] (device_queues() of them).
+  const Stream* device_streams() const noexcept { return streams_.data(); }
 
   /// The next profiled run records a new zero (runs in flight keep theirs).
   void restart_clock() noexcept { clock_.restart(); }
