@@ -3,17 +3,18 @@
 // staging decisions and registrations, the checks on a run's ranges, and
 // when and on which thread each run is issued.
 //
-// Each piece lives in its own place: ranges and their checks in
-// run_setup.hpp, holding small runs to issue them together in
+// Each piece lives in its own place: the device in device_pick.cuh, ranges
+// and their checks in run_setup.hpp, after(streams, events) as events of
+// ours in hold_after.cuh, holding small runs to issue them together in
 // coalescer.hpp, which executor a run gets in dispatcher.hpp, the thread
 // that issues staged runs in issue_worker.hpp, a run's state in
-// run_ticket.cuh, and everything a run touches once it is issued (the
+// run_state.hpp, and everything a run touches once it is issued (the
 // executors, the schedule, slot memory, kernel lanes) in issuer.cuh. This
 // file wires them. Lock order: submit_mutex_ (which also guards the
-// in-flight ranges and the registrations, neither of which has a lock of
-// its own), the coalescer holder's and the coalescer's, the issuer's, then
-// the leaves: the dispatcher's, the lane tuner's, the issue worker's, the
-// event pool's and each run's state.
+// in-flight ranges, the registrations and the gates, none of which has a
+// lock of its own), the coalescer holder's and the coalescer's, the
+// issuer's, then the leaves: the dispatcher's, the lane tuner's, the issue
+// worker's, the event pool's and each run's state.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -25,6 +26,7 @@
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
 #include <chunkpipe/detail/coalescer.hpp>
+#include <chunkpipe/detail/device_pick.cuh>
 #include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/front.hpp>
@@ -32,6 +34,7 @@
 #include <chunkpipe/detail/issue_worker.hpp>
 #include <chunkpipe/detail/issuer.cuh>
 #include <chunkpipe/detail/registrations.cuh>
+#include <chunkpipe/detail/run_intake.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
@@ -81,8 +84,8 @@ class CudaRunner {
   /// none present) it is built all the same, with device() -1: its runs
   /// check their ranges and then throw no_device_error.
   CudaRunner(Options options, Stages... stages)
-      : front_(Target::device, options, std::move(stages)...), device_(pick_device(front_.options(), no_device_)),
-        issuer_(front_, device_, health_, pool_, dispatcher_, host_threads_for(options)) {}
+      : front_(Target::device, options, std::move(stages)...), device_(DevicePick::of(front_.options())),
+        issuer_(front_, device_.id, shared_.health, shared_.pool, dispatcher_, host_threads_for(options)) {}
 
   ~CudaRunner() {
     // Tickets may outlive the pipeline: from now on they hold no run.
@@ -96,8 +99,8 @@ class CudaRunner {
   PipelineFront<Stages...>& front() noexcept { return front_; }
   const PipelineFront<Stages...>& front() const noexcept { return front_; }
   /// The device runs use; -1 where there is none (no_device_error).
-  int device() const noexcept { return device_; }
-  bool healthy() const noexcept { return !health_->broken; }
+  int device() const noexcept { return device_.id; }
+  bool healthy() const noexcept { return !shared_.health->broken; }
   void set_link(const LinkModel& link) {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     link_ = link;
@@ -121,7 +124,7 @@ class CudaRunner {
     using R = typename Traits::result;
     auto ins = ::chunkpipe::detail::as_inputs(std::forward<In>(in));
     const std::size_t n = ::chunkpipe::detail::input_length(ins);
-    if (device_ < 0) throw no_device_error(no_device_);  // its records would be pinned memory
+    if (device_.id < 0) throw no_device_error(device_.why);  // its records would be pinned memory
     auto folding = Traits::make(std::get<sizeof...(Stages) - 1>(front_.stages()));
     std::shared_ptr<void> keep;
     auto outs = ::chunkpipe::detail::folding_outputs(folding, n, front_.records_for(n), [&](std::size_t bytes) {
@@ -151,8 +154,8 @@ class CudaRunner {
   /// no_device_error for streams or events without a device, and what
   /// hold_after() throws.
   std::function<void()> hold(const After& order) {
-    if ((!order.streams.empty() || !order.events.empty()) && device_ < 0) throw no_device_error(no_device_);
-    return ::chunkpipe::detail::hold_after(order, device_);
+    if ((!order.streams.empty() || !order.events.empty()) && device_.id < 0) throw no_device_error(device_.why);
+    return ::chunkpipe::detail::hold_after(order, device_.id);
   }
 
   /// The next profiled run records a fresh zero for Report::clock_ms.
@@ -176,7 +179,7 @@ class CudaRunner {
   /// Waits for everything issued and being issued; held runs stay held.
   void drain_all() {
     worker_.wait_idle();
-    if (device_ < 0) return;  // no device: nothing was ever issued
+    if (device_.id < 0) return;  // no device: nothing was ever issued
     issuer_.drain();
   }
 
@@ -185,7 +188,7 @@ class CudaRunner {
     std::shared_ptr<RunState> last;
     {
       std::lock_guard<std::mutex> lock(submit_mutex_);
-      last = last_;
+      last = intake_.last();
     }
     if (last) last->wait();
   }
@@ -195,7 +198,7 @@ class CudaRunner {
     std::shared_ptr<RunState> last;
     {
       std::lock_guard<std::mutex> lock(submit_mutex_);
-      last = last_;
+      last = intake_.last();
     }
     return RunTicket(last).report();
   }
@@ -222,8 +225,8 @@ class CudaRunner {
     std::lock_guard<std::mutex> lock(submit_mutex_);
     coalescer_.flush();
     drain_all();
-    if (device_ < 0) return;  // no device: no run registered anything
-    DeviceGuard guard(device_);
+    if (device_.id < 0) return;  // no device: no run registered anything
+    DeviceGuard guard(device_.id);
     issuer_.forget_graphs();  // cached graphs may copy from those ranges
     registered_.release();
   }
@@ -253,31 +256,6 @@ class CudaRunner {
   }
 
  private:
-  // Options::device, or the current device. Where CUDA has no device to
-  // give (means_no_device(), or none counted) returns -1 and says why in
-  // `why`, so that the pipeline is built and each run can check its ranges
-  // before saying so. Throws config_error for a device that does not
-  // exist, cuda_error for other failures.
-  static int pick_device(const Options& options, std::string& why) {
-    int count = 0;
-    const cudaError_t counted = cudaGetDeviceCount(&count);
-    if (counted != cudaSuccess && !::chunkpipe::detail::means_no_device(counted)) {
-      ::chunkpipe::detail::throw_cuda_error(counted, "cudaGetDeviceCount(&count)", __FILE__, __LINE__);
-    }
-    if (counted != cudaSuccess || count == 0) {
-      why = ::chunkpipe::detail::no_device_message(counted, count);
-      return -1;
-    }
-    if (options.device >= count) {
-      throw config_error("chunkpipe: device " + std::to_string(options.device) + " does not exist (" +
-                         std::to_string(count) + " CUDA devices)");
-    }
-    if (options.device >= 0) return options.device;
-    int d = 0;
-    CHUNKPIPE_CUDA_TRY(cudaGetDevice(&d));
-    return d;
-  }
-
   // A run of a pipeline with no device: its ranges are checked as any
   // run's are (validate_run() before this, then overlaps within the run;
   // none can overlap a run in flight, as none ever ran), and then it is
@@ -288,7 +266,7 @@ class CudaRunner {
       auto direct = [](const auto&) { return false; };
       ::chunkpipe::detail::check_run_ranges(RunRanges(::chunkpipe::detail::make_endpoints(ins, outs, direct)));
     }
-    throw no_device_error(no_device_);
+    throw no_device_error(device_.why);
   }
 
   // `keep`: storage the run's outputs point into (a folding run's
@@ -305,18 +283,18 @@ class CudaRunner {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
-    if (device_ < 0) refuse_without_device(ins, outs);
+    if (device_.id < 0) refuse_without_device(ins, outs);
     // A run this one follows may be held back by its pipeline (this one
     // included): it must be issued before this run can wait for it.
     for (const RunTicket& t : order.tickets) {
       if (t.state()) t.state()->issue_if_held();
     }
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    if (health_->broken) {
+    if (shared_.health->broken) {
       throw pipeline_error("chunkpipe: this pipeline is unusable: an earlier CUDA error broke the device context (" +
-                           health_->reason() + ")");
+                           shared_.health->reason() + ")");
     }
-    DeviceGuard guard(device_);
+    DeviceGuard guard(device_.id);
 
     // How each pageable range crosses (Options::staging). Registering
     // blocks here, before anything is queued.
@@ -329,12 +307,6 @@ class CudaRunner {
       }
       return mode != Staging::direct;
     };
-    // A spread's piece (labelled) has the spread's own buffers and Sink as
-    // its ends: the spread cuts the user's Source and Sink into windows.
-    RunEnds taken = ::chunkpipe::detail::take_run_ends(front_, std::move(ins), std::move(outs), n, staged, piece,
-                                                       std::move(packed), std::move(keep));
-    const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
-    RunRanges& ranges = taken.ranges;
     std::vector<const RunState*> exempt;
     for (const RunTicket& t : order.tickets) {
       if (!t.state()) continue;
@@ -345,7 +317,11 @@ class CudaRunner {
       }
       exempt.push_back(t.state().get());
     }
-    in_flight_.check(ranges, exempt);
+    // A spread's piece (labelled) has the spread's own buffers and Sink as
+    // its ends: the spread cuts the user's Source and Sink into windows.
+    RunEnds taken = intake_.take(front_, std::move(ins), std::move(outs), n, staged, piece, std::move(packed),
+                                 std::move(keep), exempt);
+    const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
     if (n != 0) {
@@ -366,25 +342,9 @@ class CudaRunner {
     for (const RunTicket& t : order.tickets) {
       if (t.state()) run->setup.after_runs.push_back(t.state());
     }
-    run->setup.gates = take_gates(order);
+    run->setup.gates = gates_.take(order, *shared_.pool);
     if (run->setup.profile) {
-      Report& r = run->timeline.report;
-      const Geometry& g = front_.geometry();
-      r.label = ::chunkpipe::detail::run_label(g, g.kernel_lanes);
-      r.policy = g.policy;
-      r.depth = g.depth;
-      r.chunk_elems = g.chunk_elems;
-      r.link = link_;
-      r.executor = executor;
-      r.executor_note = note;
-      const Options& o = front_.options();
-      const int threads = host_threads_for(o);
-      r.io = ::chunkpipe::detail::describe_io(
-          *ends,
-          std::to_string(threads) + (threads == 1 ? " thread" : " threads") +
-              (o.host_threads > 0 ? " (Options::host_threads)" : " (the default: min(8, hardware threads))"),
-          "into " + std::to_string(g.depth) + " free slots" +
-              (o.policy == Policy::automatic ? " (the automatic policy's depth)" : " (Options::depth)"));
+      run->timeline.describe(front_.geometry(), front_.options(), *ends, link_, executor, note);
     }
     // Options::coalesce (coalescer.hpp): a small run that continues the
     // held ones joins them; any other run goes alone, after them, so runs
@@ -393,13 +353,9 @@ class CudaRunner {
     const bool ordered = !order.streams.empty() || !order.events.empty() || !order.tickets.empty();
     const bool joinable = coalescer_.rules().joinable(n, run->setup.host_work, ordered, label != RunLabel{}) &&
                           executor == Executor::streams;
-    const std::size_t index = runs_started_;
+    const std::size_t index = intake_.started();
     // What every queued run leaves behind here, held or issued.
-    auto queued = [&] {
-      ++runs_started_;
-      in_flight_.add(run, ranges);
-      last_ = run;
-    };
+    auto queued = [&] { intake_.queued(run, taken.ranges); };
     const bool held = coalescer_.submit(run, n, joinable, &CudaRunner::template issue_as<in_types>, index, [&] {
       // The caller issues a run that nothing blocks on the host: no
       // staging, nothing queued before it here, and every run it follows
@@ -415,7 +371,7 @@ class CudaRunner {
     });
     if (n == 0) {
       run->mark_issued();
-      last_ = run;
+      intake_.empty(run);
     } else if (held) {
       queued();
     }
@@ -425,9 +381,9 @@ class CudaRunner {
   // A run with what every run of this pipeline gets (a coalescer's carrier too).
   std::shared_ptr<RunState> new_run() const {
     auto run = std::make_shared<RunState>();
-    run->device = device_;
-    run->health = health_;
-    run->pool = pool_;
+    run->device = device_.id;
+    run->health = shared_.health;
+    run->pool = shared_.pool;
     return run;
   }
 
@@ -462,45 +418,25 @@ class CudaRunner {
   /// Everything stopped, for the destructor. Never throws.
   void quiesce() noexcept {
     worker_.stop();
-    if (device_ < 0) return;  // no device: nothing was ever issued
+    if (device_.id < 0) return;  // no device: nothing was ever issued
     issuer_.quiesce();
   }
 
-  // What `order`'s streams and events hold now: an event of ours each,
-  // recorded on the stream, or after the user's event's latest record (a
-  // stream of ours waits for it and records one of ours). With
-  // submit_mutex_ held and the device current.
-  std::vector<Event> take_gates(const After& order) {
-    std::vector<Event> gates;
-    for (cudaStream_t s : order.streams) {
-      Event e = pool_->get();
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
-      gates.push_back(std::move(e));
-    }
-    for (cudaEvent_t user : order.events) {
-      if (!gate_) gate_ = Stream::create();
-      Event e = pool_->get();
-      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(gate_.get(), user, 0));
-      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), gate_.get()));
-      gates.push_back(std::move(e));
-    }
-    return gates;
-  }
-
   PipelineFront<Stages...> front_;
-  std::string no_device_;  // why device_ is -1 (no_device_error's message); before device_, which sets it
-  int device_ = 0;
-  std::shared_ptr<Health> health_ = std::make_shared<Health>();
-  std::shared_ptr<EventPool> pool_ = std::make_shared<EventPool>();
-  LinkModel link_;
+  DevicePick device_;  // -1 where CUDA has none, with why (device_pick.cuh)
+  // What every run of this pipeline shares with it (new_run) and with its
+  // executors: whether the device context still works, and spare events.
+  struct {
+    std::shared_ptr<Health> health = std::make_shared<Health>();
+    std::shared_ptr<EventPool> pool = std::make_shared<EventPool>();
+  } shared_;
 
   // Guarded by submit_mutex_: what run_async() reads and writes.
   mutable std::mutex submit_mutex_;
-  InFlightRanges<RunState> in_flight_;
-  std::shared_ptr<RunState> last_;
-  Registrations registered_;  // Staging::registered ranges (registrations.cuh)
-  Stream gate_;  // takes snapshots of user events (after(event))
-  std::size_t runs_started_ = 0;
+  RunIntake<RunState> intake_;  // ends, in-flight ranges, the last run (run_intake.hpp)
+  LinkModel link_;              // what profiled runs' reports measure against (set_link)
+  Registrations registered_;    // Staging::registered ranges (registrations.cuh)
+  AfterGates gates_;            // after(streams, events) as events of ours (hold_after.cuh)
 
   // Which executor each run gets, and GraphStats (dispatcher.hpp); its own lock.
   Dispatcher dispatcher_{front_.options(), front_.geometry(), PipelineFront<Stages...>::all_elementwise};

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // What a run of a spread (detail/spread.hpp) ordered after(...) GPU work
 // waits for: the work `After` names, taken when the run is queued, as a
-// wait for the spread's own thread (CudaRunner::hold). One pipeline's run
-// waits on the device instead (RunState's gates). Needs nvcc.
+// wait for the spread's own thread (CudaRunner::hold); and what one
+// pipeline's run waits for on the device instead (AfterGates: its
+// RunState's gates).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -74,5 +75,35 @@ inline std::function<void()> hold_after(const After& order, int device) {
     }
   };
 }
+
+/// One pipeline's after(streams, events): what each names now, as an
+/// event of the pipeline's own that its run's first ops wait for on the
+/// device (RunState's setup.gates).
+class AfterGates {
+ public:
+  /// An event each, recorded on the stream, or after the user's event's
+  /// latest record (a stream of ours waits for it and records one of
+  /// ours). With the device current; the caller serialises calls. Throws
+  /// cuda_error.
+  std::vector<Event> take(const After& order, EventPool& pool) {
+    std::vector<Event> gates;
+    for (cudaStream_t s : order.streams) {
+      Event e = pool.get();
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), s));
+      gates.push_back(std::move(e));
+    }
+    for (cudaEvent_t user : order.events) {
+      if (!stream_) stream_ = Stream::create();
+      Event e = pool.get();
+      CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(stream_.get(), user, 0));
+      CHUNKPIPE_CUDA_TRY(cudaEventRecord(e.get(), stream_.get()));
+      gates.push_back(std::move(e));
+    }
+    return gates;
+  }
+
+ private:
+  Stream stream_;  // takes snapshots of user events
+};
 
 }  // namespace chunkpipe::detail

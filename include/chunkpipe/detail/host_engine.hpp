@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The host backend's engine: everything a HostPipeline does behind its
-// face, under one lock (HostEngineBase::mutex). It takes a run's ends (the
-// intake both backends share, run_setup.hpp), checks it against the runs in
-// flight, lays out the slots for its element types, and issues it through
-// the lifetime Driver to the HostExecutor; and it runs a given plan on an
-// executor of its own (HostPipeline::run_plan). The face (host_backend.hpp)
-// owns the tickets: it hands the engine the runs a new run is ordered after
-// and makes a HostTicket of the run the engine returns. Host-only.
+// face, under one lock (HostEngineBase::mutex). It takes a run's ends and
+// checks them against the runs in flight (the intake both backends share,
+// run_intake.hpp), lays out the slots for its element types, and issues it
+// through the lifetime Driver to the HostExecutor; and it runs a given plan
+// on an executor of its own (HostPipeline::run_plan). The face
+// (host_backend.hpp) owns the tickets: it hands the engine the runs a new
+// run is ordered after and makes a HostTicket of the run the engine
+// returns. Host-only.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -17,6 +18,7 @@
 #include <chunkpipe/detail/driver.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/host_executor.hpp>
+#include <chunkpipe/detail/run_intake.hpp>
 #include <chunkpipe/detail/run_setup.hpp>
 #include <chunkpipe/detail/slots.hpp>
 
@@ -72,17 +74,14 @@ class HostEngine : public HostEngineBase {
     const Staging mode = front.options().staging;
     const bool stage_pageable = mode == Staging::automatic || mode == Staging::threads;
     auto staged = [&](const auto& span) { return span.memory != Memory::pinned && stage_pageable; };
-    // A spread's piece has the spread's own ends (it cuts the user's Source
-    // and Sink into windows itself).
-    RunEnds taken = ::chunkpipe::detail::take_run_ends(front, std::move(ins), std::move(outs), n, staged, label.piece,
-                                                      std::move(packed), std::move(keep));
-    const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
-    RunRanges& ranges = taken.ranges;
-
     std::lock_guard<std::mutex> lock(mutex);
     std::vector<const HostRun*> exempt;
     for (const auto& r : after) exempt.push_back(r.get());
-    in_flight_.check(ranges, exempt);
+    // A spread's piece has the spread's own ends (it cuts the user's Source
+    // and Sink into windows itself).
+    RunEnds taken = intake_.take(front, std::move(ins), std::move(outs), n, staged, label.piece, std::move(packed),
+                                 std::move(keep), exempt);
+    const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
 
     auto run = std::make_shared<HostRun>();
     run->ends = ends;
@@ -92,7 +91,7 @@ class HostEngine : public HostEngineBase {
     if (run->profile) describe(run->report);
     if (n == 0) {  // nothing to move; wait() still finishes a Sink
       run->issued = true;
-      last_ = run;
+      intake_.empty(run);
       return run;
     }
     // Ordered after earlier runs: run theirs first. On a CPU that orders
@@ -107,8 +106,7 @@ class HostEngine : public HostEngineBase {
       run->elems = n;
       run->chunks = front.chunks_for(n);
     }
-    in_flight_.add(run, std::move(ranges));
-    last_ = run;
+    intake_.queued(run, taken.ranges);
     return run;
   }
 
@@ -204,7 +202,7 @@ class HostEngine : public HostEngineBase {
   /// The most recent run started, or null. Takes the lock.
   std::shared_ptr<HostRun> last_run() {
     std::lock_guard<std::mutex> lock(mutex);
-    return last_;
+    return intake_.last();
   }
 
   /// Runs the ops still pending, so that no queued run is lost. Never throws.
@@ -264,8 +262,7 @@ class HostEngine : public HostEngineBase {
   std::optional<Driver<HostExecutor<Stages...>>> driver_;
   const Flow* flow_ = nullptr;
   std::vector<PlanRun> runs_;
-  InFlightRanges<HostRun> in_flight_;
-  std::shared_ptr<HostRun> last_;
+  RunIntake<HostRun> intake_;  // ends, in-flight ranges, the last run (run_intake.hpp)
 };
 
 }  // namespace chunkpipe::detail
