@@ -78,9 +78,15 @@
 #include <chunkpipe/detail/last_spread_run.hpp>
 #include <chunkpipe/detail/piece_book.hpp>
 #include <chunkpipe/detail/piece_counts.hpp>
+#include <chunkpipe/detail/piece_delivery.hpp>
 #include <chunkpipe/detail/piece_pools.hpp>
+#include <chunkpipe/detail/piece_sides.hpp>  // slice
+#include <chunkpipe/detail/piece_slots.hpp>
 #include <chunkpipe/detail/piece_source.hpp>
+#include <chunkpipe/detail/spread_blocking.hpp>
 #include <chunkpipe/detail/spread_flow.hpp>
+#include <chunkpipe/detail/spread_flow_start.hpp>
+#include <chunkpipe/detail/spread_outcome.hpp>
 #include <chunkpipe/detail/spread_queue.hpp>
 #include <chunkpipe/detail/spread_report.hpp>
 #include <chunkpipe/detail/spread_tally.hpp>
@@ -109,11 +115,6 @@
 
 namespace chunkpipe {
 namespace detail {
-
-template <class T>
-HostSpan<T> slice(const HostSpan<T>& s, std::size_t first, std::size_t count) {
-  return HostSpan<T>{s.data + first, count, s.memory};
-}
 
 /// A piece buffer in host memory, for members on the host backend: from
 /// `pinned` (Options::pinned_memory) or operator new where it is null,
@@ -273,8 +274,9 @@ class SpreadEngine {
   // run(in, out): the summary, or a Filter's or Emit's count.
   template <class In, class Out, bool F = folds_, std::enable_if_t<!F, int> = 0>
   RunResult run(In&& in, Out&& out) {
-    refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), std::forward<Out>(out), no_after));
+    ::chunkpipe::detail::refuse_spread_reentry(this);
+    return ::chunkpipe::detail::spread_blocking_result(
+        queue_, run_async(std::forward<In>(in), std::forward<Out>(out), no_after));
   }
 
   // A run queued behind the runs before it. `take_after()` gives what it
@@ -307,12 +309,7 @@ class SpreadEngine {
     return enqueue<RunResult>(
         [this, ins = std::move(ins), outs = std::move(outs), n]() mutable {
           SpreadOutcome o = run_sides(std::move(ins), std::move(outs), n);
-          RunResult value{};
-          if constexpr (counted_) {
-            value = o.summary.written;
-          } else {
-            value = o.summary;
-          }
+          RunResult value = ::chunkpipe::detail::spread_run_value<counted_>(o.summary);
           return std::make_pair(std::move(value), std::move(o));
         },
         std::move(after));
@@ -321,8 +318,8 @@ class SpreadEngine {
   // run(in): a Reduce's or an Accumulate's result.
   template <class In, bool F = folds_, std::enable_if_t<F, int> = 0>
   auto run(In&& in) {
-    refuse_reentry();
-    return blocking(run_async(std::forward<In>(in), no_after));
+    ::chunkpipe::detail::refuse_spread_reentry(this);
+    return ::chunkpipe::detail::spread_blocking_result(queue_, run_async(std::forward<In>(in), no_after));
   }
 
   template <class In, class TakeAfter, bool F = folds_, std::enable_if_t<F, int> = 0>
@@ -381,29 +378,6 @@ class SpreadEngine {
   // What a run ordered after nothing waits for.
   static std::vector<std::function<void()>> no_after() { return {}; }
 
-  // A blocking run from inside a run of this spread would wait for itself:
-  // refused before anything is queued.
-  void refuse_reentry() const {
-    if (spread_of_this_thread == this) {
-      throw pipeline_error("chunkpipe: run() called from inside a run of the same spread (its Source, Sink or "
-                           "finish(), or what a run it ordered after(...) calls): it would wait for a run that "
-                           "waits for this call");
-    }
-  }
-
-  // A blocking run: waits until the run is retired (the run thread let go
-  // of its job, or a flowing run's completion let go of the run and its
-  // state: flow_completion), then takes the result or error from the ticket. So the
-  // last reference to what the run threw is dropped on the caller's thread,
-  // after the caller has used it: the exception's own reference count is
-  // kept inside the C++ runtime, where ThreadSanitizer does not see it,
-  // and a run thread freeing it would look like a race.
-  template <class R>
-  R blocking(SpreadTicket<R> ticket) {
-    queue_.wait_retired(ticket.state()->place);
-    return ticket.get();
-  }
-
   // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
   // run that keeps to itself starts once every piece in flight finished
   // (so the piece buffers, the folding records' pool and the members'
@@ -416,12 +390,9 @@ class SpreadEngine {
     return job.run();
   }
 
-  // Starts a flowing run: the members' threads take its pieces once they
-  // have none left of the runs before it (Handout), and it completes when
-  // its last piece finished, on the thread that finished it (OpenRuns). On
-  // the run thread; never waits. Throws only before the run is open (and
-  // then nothing of it was issued); a failure after that fails the run
-  // through its completion, in queue order.
+  // Starts a flowing run (start_flowing_run, detail/spread_flow_start.hpp):
+  // its two sides live as long as its Run, which its last piece or its
+  // completion lets go of. On the run thread; never waits.
   template <class InSide, class OutSide>
   void start_flow(const std::shared_ptr<SpreadRunState<RunResult>>& state, InSide ins, OutSide outs, std::size_t n,
                   const RunRanges& ranges) {
@@ -429,37 +400,7 @@ class SpreadEngine {
     const std::size_t limit = (n + piece - 1) / piece;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
     auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, limit);
-    r->open = flowing_.open(ranges, flow_completion(r, state));
-    try {
-      handout_->start(r);
-    } catch (...) {  // no member will take it: it is sealed with its error
-      r->book.stop(std::current_exception());
-      flowing_.runs().seal(*r->open);
-    }
-  }
-
-  // What completes flowing run `r` (on the thread that finished its last
-  // piece or sealed it): its ticket, the latest summary, then the retired
-  // count. The run's error is moved out of its book and the closure lets go
-  // of the run and the ticket's state before retire() wakes a blocking
-  // caller, so the last reference to what was thrown is the caller's.
-  template <class R>
-  std::function<void()> flow_completion(std::shared_ptr<R> r, std::shared_ptr<SpreadRunState<RunResult>> state) {
-    return [this, r = std::move(r), state = std::move(state)]() mutable noexcept {
-      std::exception_ptr e = r->book.take_error();
-      if (!e) {
-        try {
-          last_.completed(state->place, r->tally.summary(), std::nullopt);
-          state->succeed(r->tally.summary(), r->tally.summary(), std::nullopt);
-        } catch (...) {
-          e = std::current_exception();
-        }
-      }
-      if (e) state->fail(std::move(e));
-      r.reset();
-      state.reset();
-      queue_.retire();
-    };
+    ::chunkpipe::detail::start_flowing_run(r, state, ranges, flowing_, *handout_, last_, queue_);
   }
 
 
@@ -485,23 +426,13 @@ class SpreadEngine {
       for (auto& m : members_) RunAccess::restart_profile_clock(*m);
     }
     r.go();
-    SpreadOutcome o;
-    o.summary = r.tally.summary();
-    if (has_report<Member>::value && options_.profile) {
-      // One link for the floor where every member is the same device.
-      const bool one_device = std::all_of(options_.devices.begin(), options_.devices.end(),
-                                          [&](int d) { return d == options_.devices.front(); });
-      std::vector<PieceReport>& reports = r.tally.reports();
-      const LinkModel link = one_device && !reports.empty() ? reports.front().report.link : LinkModel{};
-      o.report = spread_report(std::move(reports), member_names(), link);
-    }
-    return o;
+    const bool profiled = has_report<Member>::value && options_.profile;
+    return ::chunkpipe::detail::spread_outcome(r.tally, options_.devices, profiled);
   }
 
   // One spread run over its two sides (detail/spread_run.inl).
   template <class InSide, class OutSide>
   struct Run;
-
 
   using FoldingMaker = typename folding_maker<typename Front::last_stage>::type;
 

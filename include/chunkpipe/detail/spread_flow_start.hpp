@@ -1,0 +1,80 @@
+// SPDX-License-Identifier: MIT
+// How a flowing spread run (ranges in, ranges out; detail/spread.hpp) is
+// started and completed: it is opened among the runs still in flight
+// (FlowingRuns, OpenRuns), handed to the members' threads (Handout), and
+// completed on whichever thread finishes its last piece. Host-only; tested
+// on the CPU through the spread's tests (under ThreadSanitizer too).
+//
+// Why separate: a flowing run outlives the call that started it, and its
+// completion runs on a member's thread, not the run thread; what that
+// completion may touch, and in which order it lets go of the run, is its
+// own contract, which the engine's queueing need not know.
+#pragma once
+
+#include <chunkpipe/spread_ticket.hpp>  // SpreadRunState
+#include <chunkpipe/detail/last_spread_run.hpp>
+#include <chunkpipe/detail/run_setup.hpp>    // RunRanges
+#include <chunkpipe/detail/spread_flow.hpp>  // Handout, OpenRuns
+#include <chunkpipe/detail/spread_queue.hpp>
+#include <chunkpipe/detail/spread_runs.hpp>  // FlowingRuns
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <utility>
+
+namespace chunkpipe {
+namespace detail {
+
+/// What completes flowing run `r` (a SpreadEngine::Run: its `book` and
+/// `tally`), run once it is sealed and its every piece finished, on that
+/// thread: its ticket (`state`), then `last`, the latest summary, then the
+/// retired count of `queue`. The run's error is moved out of its book and
+/// the closure lets go of the run and the ticket's state before retire()
+/// wakes a blocking caller, so the last reference to what was thrown is the
+/// caller's (spread_blocking_result). The closure never throws; making it
+/// throws only std::bad_alloc.
+template <class Run>
+std::function<void()> spread_flow_completion(std::shared_ptr<Run> r,
+                                             std::shared_ptr<SpreadRunState<SpreadSummary>> state, LastSpreadRun& last,
+                                             SpreadQueue& queue) {
+  return [&last, &queue, r = std::move(r), state = std::move(state)]() mutable noexcept {
+    std::exception_ptr e = r->book.take_error();
+    if (!e) {
+      try {
+        last.completed(state->place, r->tally.summary(), std::nullopt);
+        state->succeed(r->tally.summary(), r->tally.summary(), std::nullopt);
+      } catch (...) {
+        e = std::current_exception();
+      }
+    }
+    if (e) state->fail(std::move(e));
+    r.reset();
+    state.reset();
+    queue.retire();
+  };
+}
+
+/// Starts flowing run `r` over `ranges`: opens it after every run opened
+/// before (its `open` is set; it completes through
+/// spread_flow_completion), then the members' threads take its pieces once
+/// they have none left of the runs before it (`handout`). On the run
+/// thread; never waits. Throws only before the run is open (and then
+/// nothing of it was issued); a failure after that fails the run through
+/// its completion, in queue order.
+template <class Run>
+void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<SpreadRunState<SpreadSummary>>& state,
+                       const RunRanges& ranges, FlowingRuns& flowing, Handout& handout, LastSpreadRun& last,
+                       SpreadQueue& queue) {
+  r->open = flowing.open(ranges, ::chunkpipe::detail::spread_flow_completion(r, state, last, queue));
+  try {
+    handout.start(r);
+  } catch (...) {  // no member will take it: it is sealed with its error
+    r->book.stop(std::current_exception());
+    flowing.runs().seal(*r->open);
+  }
+}
+
+}  // namespace detail
+}  // namespace chunkpipe
