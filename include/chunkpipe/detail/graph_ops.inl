@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <chrono>
 
+// graph_detail::ms_since: graph_builder.inl, which graph_ops.hpp includes first.
+
 namespace chunkpipe::detail {
 
 CHUNKPIPE_INLINE void GraphOps::drain() noexcept {
@@ -54,7 +56,7 @@ CHUNKPIPE_INLINE GraphOps::Path GraphOps::issue_run(RunState& st, std::size_t n,
       cache_.erase(key);  // the new ranges' memory kinds differ: build afresh
       e = nullptr;
     } else {
-      stats.update_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      stats.update_ms = graph_detail::ms_since(t0);
     }
   }
   if (!e) {
@@ -70,7 +72,7 @@ CHUNKPIPE_INLINE GraphOps::Path GraphOps::issue_run(RunState& st, std::size_t n,
   order_launch(st, streams, count);
   const auto t0 = std::chrono::steady_clock::now();
   CHUNKPIPE_CUDA_TRY(cudaGraphLaunch(e->exec.get(), launch_.get()));
-  stats.launch_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats.launch_ms = graph_detail::ms_since(t0);
   Event tail = pool_->get();
   CHUNKPIPE_CUDA_TRY(cudaEventRecord(tail.get(), launch_.get()));
   for (std::size_t q = 0; q < count; ++q) CHUNKPIPE_CUDA_TRY(cudaStreamWaitEvent(streams[q].get(), tail.get(), 0));
