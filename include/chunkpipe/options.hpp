@@ -191,6 +191,14 @@ inline int default_host_threads() noexcept {
   return hw == 0 ? preferred_host_threads : std::min(preferred_host_threads, static_cast<int>(hw));
 }
 
+namespace detail {
+/// Staging threads per direction for `o`: Options::host_threads, or
+/// default_host_threads() where it is 0. Never blocks or throws.
+inline int host_threads_for(const Options& o) noexcept {
+  return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
+}
+}  // namespace detail
+
 /// The geometry runs actually use: the resolved policy, the unit chunks are
 /// scheduled in (the window, or a grain of it) and how many slots of that
 /// unit the window's memory holds. See Options::grain_elems.

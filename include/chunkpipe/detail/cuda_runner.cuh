@@ -71,11 +71,6 @@ inline bool needs_staging(const void* p, Memory memory) {
   return a.type == cudaMemoryTypeUnregistered;
 }
 
-/// Staging threads per direction for Options::host_threads.
-inline int host_threads_for(const Options& o) {
-  return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
-}
-
 template <class... Stages>
 class CudaRunner {
  public:

@@ -21,7 +21,7 @@ CHUNKPIPE_INLINE void RunTimeline::describe(const Geometry& g, const Options& o,
   r.link = link;
   r.executor = executor;
   r.executor_note = note;
-  const int threads = o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
+  const int threads = ::chunkpipe::detail::host_threads_for(o);
   r.io = ::chunkpipe::detail::describe_io(
       ends,
       std::to_string(threads) + (threads == 1 ? " thread" : " threads") +

@@ -117,7 +117,7 @@ inline void validate_spread_options(const Options& options) {
 /// memory, not the members, bounds staged runs, and teams of each member's
 /// own would multiply the threads, not the bandwidth.
 inline int spread_copy_threads(const Options& options) {
-  return 2 * (options.host_threads > 0 ? options.host_threads : default_host_threads());
+  return 2 * ::chunkpipe::detail::host_threads_for(options);
 }
 
 }  // namespace chunkpipe::detail
