@@ -58,8 +58,8 @@
 
 namespace chunkpipe::detail {
 // The templates the runtime instantiates with one argument only, once here
-// (their headers' users see `extern template`: detail/cuda_runner.cuh,
-// detail/host_engine.hpp).
+// (their headers' users see `extern template`: detail/issue_route.cuh,
+// detail/cuda_runner.cuh, detail/host_engine.hpp).
 template class Coalescer<RunState>;
 template class InFlightRanges<RunState>;
 template class InFlightRanges<HostRun>;

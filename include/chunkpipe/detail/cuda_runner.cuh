@@ -4,10 +4,11 @@
 // when and on which thread each run is issued.
 //
 // Each piece lives in its own place: the device in device_pick.cuh, ranges
-// and their checks in run_setup.hpp, after(streams, events) as events of
-// ours in hold_after.cuh, holding small runs to issue them together in
-// coalescer.hpp, which executor a run gets in dispatcher.hpp, the thread
-// that issues staged runs in issue_worker.hpp, a run's state in
+// and their checks in run_intake.hpp and run_setup.hpp, staging and
+// registrations in registrations.cuh, after(streams, events) as events of
+// ours in hold_after.cuh, which executor a run gets in dispatcher.hpp,
+// when and on which thread a run is issued (held to join others, by the
+// caller or on the issue thread) in issue_route.cuh, a run's state in
 // run_state.hpp, and everything a run touches once it is issued (the
 // executors, the schedule, slot memory, kernel lanes) in issuer.cuh. This
 // file wires them. Lock order: submit_mutex_ (which also guards the
@@ -25,13 +26,13 @@
 #include <chunkpipe/report.hpp>
 #include <chunkpipe/result.hpp>
 #include <chunkpipe/run_ticket.cuh>
-#include <chunkpipe/detail/coalescer.hpp>
+#include <chunkpipe/detail/coalescer.hpp>  // CoalesceRules
 #include <chunkpipe/detail/device_pick.cuh>
 #include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/dispatcher.hpp>
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/hold_after.cuh>
-#include <chunkpipe/detail/issue_worker.hpp>
+#include <chunkpipe/detail/issue_route.cuh>
 #include <chunkpipe/detail/issuer.cuh>
 #include <chunkpipe/detail/registrations.cuh>
 #include <chunkpipe/detail/run_intake.hpp>
@@ -54,22 +55,9 @@
 namespace chunkpipe::detail {
 
 #if !CHUNKPIPE_HEADER_ONLY
-// The compiled part instantiates these once (<chunkpipe/compiled.hpp>).
-extern template class Coalescer<RunState>;
+// The compiled part instantiates it once (<chunkpipe/compiled.hpp>).
 extern template class InFlightRanges<RunState>;
 #endif
-
-/// Whether a host range must be staged through pinned slots.
-inline bool needs_staging(const void* p, Memory memory) {
-  if (memory == Memory::pinned) return false;
-  if (memory == Memory::pageable) return true;
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();  // not a pointer CUDA knows: plain host memory
-    return true;
-  }
-  return a.type == cudaMemoryTypeUnregistered;
-}
 
 template <class... Stages>
 class CudaRunner {
@@ -84,7 +72,7 @@ class CudaRunner {
 
   ~CudaRunner() {
     // Tickets may outlive the pipeline: from now on they hold no run.
-    coalescer_.close();
+    route_.close();
     quiesce();
     registered_.release_all();
   }
@@ -164,16 +152,16 @@ class CudaRunner {
   /// Waits for every run queued so far, ignoring their errors (their
   /// tickets report them). Blocks.
   void wait_all() {
-    coalescer_.flush();
+    route_.flush();
     drain_all();
   }
 
   /// Runs issued together with others (Options::coalesce) so far.
-  std::size_t runs_coalesced() const noexcept { return coalescer_.runs_coalesced(); }
+  std::size_t runs_coalesced() const noexcept { return route_.runs_coalesced(); }
 
   /// Waits for everything issued and being issued; held runs stay held.
   void drain_all() {
-    worker_.wait_idle();
+    route_.wait_issued();
     if (device_.id < 0) return;  // no device: nothing was ever issued
     issuer_.drain();
   }
@@ -202,15 +190,13 @@ class CudaRunner {
 
   /// The most recent graph built, with its edges read back (Options::record_issued).
   IssuedGraph issued_graph() {
-    coalescer_.flush();
-    worker_.wait_idle();
+    route_.settle();
     return issuer_.issued_graph();
   }
 
   /// Every op issued so far, as the executor issued it (Options::record_issued).
   Plan issued_plan() {
-    coalescer_.flush();
-    worker_.wait_idle();
+    route_.settle();
     return issuer_.issued_plan();
   }
 
@@ -218,7 +204,7 @@ class CudaRunner {
   /// pinned. Throws cuda_error if unregistering fails.
   void release_registrations() {
     std::lock_guard<std::mutex> lock(submit_mutex_);
-    coalescer_.flush();
+    route_.flush();
     drain_all();
     if (device_.id < 0) return;  // no device: no run registered anything
     DeviceGuard guard(device_.id);
@@ -251,19 +237,6 @@ class CudaRunner {
   }
 
  private:
-  // A run of a pipeline with no device: its ranges are checked as any
-  // run's are (validate_run() before this, then overlaps within the run;
-  // none can overlap a run in flight, as none ever ran), and then it is
-  // refused. Touches no CUDA.
-  template <class InSide, class OutSide>
-  [[noreturn]] void refuse_without_device(const InSide& ins, const OutSide& outs) const {
-    if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
-      auto direct = [](const auto&) { return false; };
-      ::chunkpipe::detail::check_run_ranges(RunRanges(::chunkpipe::detail::make_endpoints(ins, outs, direct)));
-    }
-    throw no_device_error(device_.why);
-  }
-
   // `keep`: storage the run's outputs point into (a folding run's
   // records), held until the run is released. `label`: what its stages'
   // contexts number chunk 0 (RunLabel).
@@ -278,7 +251,7 @@ class CudaRunner {
     using in_types = typename side_types<InSide>::type;
     static_assert(run_types<in_types, typename side_types<OutSide>::type, Stages...>::ok);
     const std::size_t n = ::chunkpipe::detail::validate_run(ins, outs, front_.output_rule());
-    if (device_.id < 0) refuse_without_device(ins, outs);
+    if (device_.id < 0) ::chunkpipe::detail::refuse_run(ins, outs, device_.why);
     // A run this one follows may be held back by its pipeline (this one
     // included): it must be issued before this run can wait for it.
     for (const RunTicket& t : order.tickets) {
@@ -293,29 +266,13 @@ class CudaRunner {
 
     // How each pageable range crosses (Options::staging). Registering
     // blocks here, before anything is queued.
-    const Staging mode = front_.options().staging;
     auto staged = [&](const auto& s) {
-      if (s.size == 0 || !::chunkpipe::detail::needs_staging(s.data, s.memory)) return false;
-      if (mode == Staging::registered) {
-        registered_.add(s.data, s.size * sizeof(*s.data));
-        return false;
-      }
-      return mode != Staging::direct;
+      return registered_.staged(s.data, s.size * sizeof(*s.data), s.memory, front_.options().staging);
     };
-    std::vector<const RunState*> exempt;
-    for (const RunTicket& t : order.tickets) {
-      if (!t.state()) continue;
-      if (t.state()->setup.host_work) {
-        throw pipeline_error(
-            "chunkpipe: after(ticket): that run ends on host threads (it stages pageable memory or uses a Source "
-            "or Sink), which the device cannot wait for; wait() for it first");
-      }
-      exempt.push_back(t.state().get());
-    }
     // A spread's piece (labelled) has the spread's own buffers and Sink as
     // its ends: the spread cuts the user's Source and Sink into windows.
     RunEnds taken = intake_.take(front_, std::move(ins), std::move(outs), n, staged, piece, std::move(packed),
-                                 std::move(keep), exempt);
+                                 std::move(keep), ::chunkpipe::detail::device_after_runs(order));
     const std::shared_ptr<const Endpoints> ends = std::move(taken.ends);
 
     const RunSpec spec = ::chunkpipe::detail::spec_for(*ends, n, front_.geometry().chunk_elems);
@@ -346,29 +303,14 @@ class CudaRunner {
     // keep their order. A run of nothing queues nothing (wait() still
     // finishes a Sink).
     const bool ordered = !order.streams.empty() || !order.events.empty() || !order.tickets.empty();
-    const bool joinable = coalescer_.rules().joinable(n, run->setup.host_work, ordered, label != RunLabel{}) &&
+    const bool joinable = route_.rules().joinable(n, run->setup.host_work, ordered, label != RunLabel{}) &&
                           executor == Executor::streams;
-    const std::size_t index = intake_.started();
     // What every queued run leaves behind here, held or issued.
-    auto queued = [&] { intake_.queued(run, taken.ranges); };
-    const bool held = coalescer_.submit(run, n, joinable, &CudaRunner::template issue_as<in_types>, index, [&] {
-      // The caller issues a run that nothing blocks on the host: no
-      // staging, nothing queued before it here, and every run it follows
-      // issued (a run of another pipeline may still wait for that
-      // pipeline's thread).
-      bool inline_issue = !run->setup.host_work && worker_.idle();
-      for (const auto& before : run->setup.after_runs) inline_issue = inline_issue && before->is_issued();
-      if (!inline_issue) {
-        worker_.push([this, run, spec, n, index] { issuer_.template issue<in_types>(run, spec, n, index); });
-      }
-      queued();
-      if (inline_issue) issuer_.template issue<in_types>(run, spec, n, index);
-    });
+    route_.template submit<in_types>(run, spec, n, intake_.started(), joinable,
+                                     [&] { intake_.queued(run, taken.ranges); });
     if (n == 0) {
       run->mark_issued();
       intake_.empty(run);
-    } else if (held) {
-      queued();
     }
     return RunTicket(run);
   }
@@ -382,37 +324,19 @@ class CudaRunner {
     return run;
   }
 
-  // The coalescer's Issue for runs of input types In.
-  template <class In>
-  static void issue_as(void* self, const std::shared_ptr<RunState>& run, const RunSpec& spec, std::size_t n,
-                       std::size_t index) noexcept {
-    static_cast<CudaRunner*>(self)->issuer_.template issue<In>(run, spec, n, index);
-  }
-
-  // Where the coalescer's watcher waits for the run queued before the held
-  // ones: in CUDA, on its completion events, rather than polling. Its
-  // errors are its own wait's.
-  static void wait_done(const std::shared_ptr<RunState>& run) {
-    run->wait_issued();
-    for (const Event& e : run->device_tails()) {
-      if (e && cudaEventSynchronize(e.get()) != cudaSuccess) (void)cudaGetLastError();
-    }
-  }
-
   // The slots and schedule for runs of this flow (Issuer::prepare). New
   // slots wait for every run in flight, and held runs are issued with the
   // slots they were queued for first. Under submit_mutex_.
   template <class In>
   void prepare(const Flow& flow, bool staged) {
     if (issuer_.prepared(flow, staged)) return;
-    coalescer_.flush();
-    worker_.wait_idle();
+    route_.settle();
     issuer_.template prepare<In>(flow, staged);
   }
 
   /// Everything stopped, for the destructor. Never throws.
   void quiesce() noexcept {
-    worker_.stop();
+    route_.stop();
     if (device_.id < 0) return;  // no device: nothing was ever issued
     issuer_.quiesce();
   }
@@ -437,12 +361,10 @@ class CudaRunner {
   Dispatcher dispatcher_{front_.options(), front_.geometry(), PipelineFront<Stages...>::all_elementwise};
   // Everything a run touches once issued: executors, schedule, slots, lanes (issuer.cuh); its own lock.
   Issuer<Stages...> issuer_;
-
-  // Options::coalesce: its own lock and watcher thread; issues on worker_.
-  // Closed first by ~CudaRunner; its jobs on worker_ use none of it.
-  Coalescer<RunState> coalescer_{
-      CoalesceRules::of(front_), worker_, {this, [this] { return new_run(); }, &CudaRunner::wait_done}};
-  IssueWorker worker_;  // last: stopped first, before what its jobs use goes
+  // When and on which thread each run is issued (Options::coalesce, the
+  // issue thread: issue_route.cuh). Last: closed and stopped first, before
+  // what its jobs use goes.
+  IssueRoute<Issuer<Stages...>> route_{CoalesceRules::of(front_), issuer_, [this] { return new_run(); }};
 };
 
 }  // namespace chunkpipe::detail

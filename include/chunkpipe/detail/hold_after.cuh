@@ -79,6 +79,24 @@ inline std::function<void()> hold_after(const After& order, int device) {
 /// One pipeline's after(streams, events): what each names now, as an
 /// event of the pipeline's own that its run's first ops wait for on the
 /// device (RunState's setup.gates).
+/// The runs `order.tickets` names, which a run of one pipeline waits for
+/// on the device (its in-flight range check lets it overlap them). Throws
+/// pipeline_error for a run that ends on host threads, which the device
+/// cannot wait for.
+inline std::vector<const RunState*> device_after_runs(const After& order) {
+  std::vector<const RunState*> runs;
+  for (const RunTicket& t : order.tickets) {
+    if (!t.state()) continue;
+    if (t.state()->setup.host_work) {
+      throw pipeline_error(
+          "chunkpipe: after(ticket): that run ends on host threads (it stages pageable memory or uses a Source "
+          "or Sink), which the device cannot wait for; wait() for it first");
+    }
+    runs.push_back(t.state().get());
+  }
+  return runs;
+}
+
 class AfterGates {
  public:
   /// An event each, recorded on the stream, or after the user's event's

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
-// Pageable ranges a GPU pipeline pinned in place for Staging::registered:
-// each is registered once (cudaHostRegister) and stays registered, for
-// every later run over it, until the program releases them or the
-// pipeline goes. Not thread-safe: its owner's intake lock guards it.
+// How a GPU pipeline's host ranges cross (Options::staging), and the
+// pageable ranges it pinned in place for Staging::registered: each is
+// registered once (cudaHostRegister) and stays registered, for every later
+// run over it, until the program releases them or the pipeline goes. Not
+// thread-safe: its owner's intake lock guards it.
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
+#include <chunkpipe/io.hpp>
+#include <chunkpipe/options.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -14,6 +17,18 @@
 #include <vector>
 
 namespace chunkpipe::detail {
+
+/// Whether a host range must be staged through pinned slots.
+inline bool needs_staging(const void* p, Memory memory) {
+  if (memory == Memory::pinned) return false;
+  if (memory == Memory::pageable) return true;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();  // not a pointer CUDA knows: plain host memory
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered;
+}
 
 class Registrations {
  public:
@@ -32,6 +47,20 @@ class Registrations {
     }
     CHUNKPIPE_CUDA_TRY(cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault));
     ranges_.emplace_back(p, bytes);
+  }
+
+  /// Whether a run's host range of `bytes` at `p` (`memory`, as the user
+  /// declared it) passes through pinned slots under `mode`: only pageable
+  /// memory does, and not under Staging::registered, which pins it in
+  /// place here (add(): blocks, throws cuda_error), nor Staging::direct.
+  /// The device must be current.
+  bool staged(const void* p, std::size_t bytes, Memory memory, Staging mode) {
+    if (bytes == 0 || !::chunkpipe::detail::needs_staging(p, memory)) return false;
+    if (mode == Staging::registered) {
+      add(p, bytes);
+      return false;
+    }
+    return mode != Staging::direct;
   }
 
   /// Unregisters every range, newest first; nothing in flight may use

@@ -12,10 +12,24 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 namespace chunkpipe::detail {
+
+/// A run of a pipeline with no device: its ranges are checked as any run's
+/// are (validate_run() before this, then overlaps within the run; none can
+/// overlap a run in flight, as none ever ran), and then it is refused with
+/// no_device_error(`why`). Touches no CUDA.
+template <class InSide, class OutSide>
+[[noreturn]] void refuse_run(const InSide& ins, const OutSide& outs, const std::string& why) {
+  if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
+    auto direct = [](const auto&) { return false; };
+    ::chunkpipe::detail::check_run_ranges(RunRanges(::chunkpipe::detail::make_endpoints(ins, outs, direct)));
+  }
+  throw no_device_error(why);
+}
 
 /// `Run`: the backend's run state (RunState, HostRun), with `ready()`.
 /// Not thread-safe: its owner's lock guards it.
