@@ -18,6 +18,7 @@
 
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/linkage.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -274,6 +275,14 @@ struct side_types<Sink<U, F>> {
   using type = types<U>;
 };
 
+/// Input `index` of a run whose input 0 has `n` elements: throws
+/// config_error where it has another length, or is `null` with a size.
+void check_input(std::size_t index, bool null, std::size_t size, std::size_t n);
+/// Output `index` of a run of `n` input elements (see check_outputs):
+/// throws config_error where it is `null` with a size, or shorter than
+/// what the run writes into it.
+void check_output(std::size_t index, bool null, std::size_t size, std::size_t n, std::size_t per_record);
+
 /// Checks the input ranges and returns their common length. Throws
 /// config_error naming the first problem: inputs of different lengths, a
 /// null pointer with a non-zero length.
@@ -281,22 +290,11 @@ template <class... T>
 std::size_t input_length(const Inputs<T...>& in) {
   static_assert(sizeof...(T) > 0, "chunkpipe: a run needs at least one input range");
   const std::size_t n = std::get<0>(in.spans).size;
-  std::string problem;
   std::size_t index = 0;
-  auto check = [&](const auto& s) {
-    if (problem.empty()) {
-      if (s.size != n) {
-        problem = "inputs have different lengths: input 0 has " + std::to_string(n) + " elements, input " +
-                  std::to_string(index) + " has " + std::to_string(s.size);
-      } else if (s.data == nullptr && s.size != 0) {
-        problem = "input " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
-                  " elements";
-      }
-    }
-    ++index;
-  };
-  std::apply([&](const auto&... s) { (check(s), ...); }, in.spans);  // check: a local lambda
-  if (!problem.empty()) throw config_error("chunkpipe: " + problem);
+  // Each range through one non-template check, which builds the message:
+  // a run's code does not grow with its ranges' types.
+  std::apply([&](const auto&... s) { (::chunkpipe::detail::check_input(index++, s.data == nullptr, s.size, n), ...); },
+             in.spans);
   return n;
 }
 
@@ -314,29 +312,12 @@ std::size_t input_length(const Source<T, F>&) {
 /// than the records).
 template <class... U>
 void check_outputs(const Outputs<U...>& out, std::size_t n, std::size_t per_record = 1) {
-  std::string problem;
   std::size_t index = 0;
-  // per_record 0: the device decides how many elements come out (a
-  // Filter), and any length will do; the run says when one was too short.
-  const std::size_t need = per_record == 0 ? 0
-                           : n == unknown_length || per_record == 1 ? n
-                                                                    : (n + per_record - 1) / per_record;
-  auto check = [&](const auto& s) {
-    if (problem.empty()) {
-      if (s.data == nullptr && s.size != 0) {
-        problem = "output " + std::to_string(index) + " is a null pointer with " + std::to_string(s.size) +
-                  " elements";
-      } else if (n != unknown_length && per_record != 0 && s.size < need) {
-        problem = "output " + std::to_string(index) + " has " + std::to_string(s.size) + " elements, fewer than the " +
-                  (per_record <= 1 ? std::to_string(n) + " input elements"
-                                   : std::to_string(need) + " records the run makes (one per " +
-                                         std::to_string(per_record) + " input elements)");
-      }
-    }
-    ++index;
-  };
-  std::apply([&](const auto&... s) { (check(s), ...); }, out.spans);
-  if (!problem.empty()) throw config_error("chunkpipe: " + problem);
+  std::apply(
+      [&](const auto&... s) {
+        (::chunkpipe::detail::check_output(index++, s.data == nullptr, s.size, n, per_record), ...);
+      },
+      out.spans);
 }
 
 template <class U, class F>
@@ -354,3 +335,7 @@ std::size_t validate_run(const In& in, const Out& out, std::size_t per_record = 
 
 }  // namespace detail
 }  // namespace chunkpipe
+
+#if CHUNKPIPE_HEADER_ONLY
+#include <chunkpipe/detail/io.inl>
+#endif
