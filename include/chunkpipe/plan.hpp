@@ -241,6 +241,15 @@ class OpBatch {
   std::size_t size_ = 0;
 };
 
+}  // namespace chunkpipe
+
+// PlanBuilder's parts, which use the types above: what it fixes when built,
+// and the order of the ops it issued.
+#include <chunkpipe/detail/plan_layout.hpp>
+#include <chunkpipe/detail/plan_order.hpp>
+
+namespace chunkpipe {
+
 /// Builds a schedule one run and one issue tick at a time, so an executor
 /// can follow it for runs whose length is not known up front (a Source that
 /// ends when it ends) and for a pipeline whose runs keep coming. Chunks and
@@ -256,31 +265,31 @@ class PlanBuilder {
   PlanBuilder(Policy policy, int depth, PlanShape shape);
 
   /// The policy it plans (never automatic).
-  Policy policy() const noexcept { return policy_; }
+  Policy policy() const noexcept { return layout_.policy; }
   /// Slots in the ring.
-  int depth() const noexcept { return depth_; }
+  int depth() const noexcept { return layout_.depth; }
   /// The shape it plans for, normalised: in_place filled in where it was
   /// empty, stage_out set where variable_out is.
-  const PlanShape& shape() const noexcept { return shape_; }
+  const PlanShape& shape() const noexcept { return layout_.shape; }
   /// The queues its ops go on; Op::queue indexes them.
-  const std::vector<Queue>& queues() const noexcept { return queues_; }
+  const std::vector<Queue>& queues() const noexcept { return layout_.queues; }
   /// What every chunk goes through; Op::step indexes them.
-  const std::vector<Step>& steps() const noexcept { return steps_; }
+  const std::vector<Step>& steps() const noexcept { return layout_.table.steps; }
   /// Names of the per-slot buffers; Step::reads and Step::writes index them.
-  const std::vector<std::string>& buffers() const noexcept { return buffers_; }
+  const std::vector<std::string>& buffers() const noexcept { return layout_.table.buffers; }
   /// [buffer]: one for the whole ring (PlanShape::carries), not per slot.
-  const std::vector<bool>& ring_wide() const noexcept { return ring_wide_; }
+  const std::vector<bool>& ring_wide() const noexcept { return layout_.table.ring_wide; }
   /// The largest `ahead` of any step.
-  int max_ahead() const noexcept { return max_ahead_; }
+  int max_ahead() const noexcept { return layout_.table.max_ahead; }
   /// How many chunks one slot-reuse wait covers (stage_streams with deep
-  /// rings; see emit()).
-  std::size_t wait_batch() const noexcept { return wait_batch_; }
+  /// rings; see detail::PlanOrder::issue()).
+  std::size_t wait_batch() const noexcept { return layout_.wait_batch; }
   /// Chunks an executor must remember events for: no op waits for an op
   /// of the same step more than this many chunks before its own that a
   /// later op of that step and slot has replaced. A multiple of the depth.
-  std::size_t reach() const noexcept { return reach_; }
+  std::size_t reach() const noexcept { return layout_.reach; }
   /// Ops issued so far, over all runs: the id the next op gets.
-  std::size_t issued() const noexcept { return next_id_; }
+  std::size_t issued() const noexcept { return order_.issued(); }
 
   /// Opens a run after every op issued so far. Its chunks follow the last
   /// chunk issued. Throws config_error if a run is open, or if the run
@@ -288,13 +297,13 @@ class PlanBuilder {
   /// every run must stage exactly as the shape says).
   void begin_run(const RunSpec& spec);
   /// Whether a run is open.
-  bool in_run() const noexcept { return run_open_; }
+  bool in_run() const noexcept { return run_.open; }
   /// The open run's first chunk number.
-  std::size_t run_first_chunk() const noexcept { return run_base_; }
+  std::size_t run_first_chunk() const noexcept { return run_.base; }
   /// The open run's chunk count as known now (unknown_chunks if not yet).
-  std::size_t run_chunks() const noexcept { return run_chunks_; }
+  std::size_t run_chunks() const noexcept { return run_.chunks; }
   /// The run's next tick (0-based within the run): its chunk run_first_chunk() + tick.
-  std::size_t run_tick() const noexcept { return tick_; }
+  std::size_t run_tick() const noexcept { return run_.tick; }
   /// Says how many chunks the open run has, once a Source has ended it or a
   /// failure cuts it short. Throws std::logic_error if that is more than
   /// it had, or fewer than the ticks already completed.
@@ -322,74 +331,33 @@ class PlanBuilder {
   PlanRun end_run();
 
  private:
-  struct Access {
-    std::size_t op = 0;
-    int queue = 0;
-    std::size_t pos = 0;              // 1-based position on its queue
-    std::vector<std::size_t> clock;   // vector clock of the op
-    std::size_t chunk = 0;
-    int step = 0;
-    bool signal = true;               // records an event a later op may wait for
-    bool valid = false;
-  };
-  struct BufferState {
-    bool has_writer = false;
-    Access writer;
-    std::vector<Access> readers;  // [0, n_readers): since the last write
-    std::size_t n_readers = 0;
+  /// Where the open run is, and where the runs before it left off: the next
+  /// chunk number, and whether ops ran past the last run's end.
+  struct RunCursor {
+    bool open = false;
+    RunSpec spec;                        // as begin_run() took it
+    int lanes = 1;                       // kernel lanes its chunks take turns on (RunSpec::kernel_lanes)
+    std::size_t base = 0;                // chunk number of the run's tick 0
+    std::size_t chunks = 0;              // as known now (unknown_chunks until set_run_chunks())
+    bool truncated = false;              // set_run_chunks() lowered the count
+    std::size_t tick = 0;                // the next tick
+    bool tick_open = false;              // begin_tick() done, finish_tick() not yet
+    std::size_t first_op = 0;            // the run's first op id
+    std::size_t next_chunk = 0;          // above every chunk any op was issued for
+    bool skipped = false;                // ops were issued for chunks past the last run's end
+    std::vector<detail::OpAccess> tail;  // [queue]: the run's last op there
+
+    // Which steps it uses: StepTable::active's index.
+    int variant() const noexcept { return (spec.stage_in ? 1 : 0) | (spec.stage_out ? 2 : 0); }
   };
 
-  int queue_of(const Step& step, std::size_t chunk) const;
-  bool needs_event(int step, std::size_t chunk) const;
   void emit(int step, std::size_t chunk, OpBatch& out);
   void emit_chunk_steps(bool ahead, std::size_t chunk, OpBatch& out);
-  const std::vector<int>& active() const { return active_[variant_]; }
 
-  Policy policy_;
-  int depth_;
-  int lanes_ = 1;      // streams per stage (PlanShape::kernel_lanes; stage_streams only)
-  int run_lanes_ = 1;  // of those, the ones the open run's chunks take turns on (RunSpec::kernel_lanes)
-  PlanShape shape_;
-  std::vector<Queue> queues_;
-  std::vector<Step> steps_;
-  std::vector<int> family_;                        // [step]: steps that are forms of one copy share a family
-  std::vector<std::string> buffers_;
-  std::vector<bool> ring_wide_;                    // [buffer]: one for the ring (a carry)
-  std::vector<bool> step_carries_;                 // [step]: touches a ring-wide buffer
-  std::vector<int> active_[4];                     // [stage_in | stage_out << 1]: steps a run uses, in order
-  bool variant_ok_[4] = {false, false, false, false};
-  int max_ahead_ = 0;
-  int host_in_queue_ = -1;
-  int host_out_queue_ = -1;
-
-  std::vector<BufferState> state_;                 // [slot * buffers + buffer]
-  std::vector<std::vector<Access>> recent_;        // [family][chunk % depth]: its latest op
-  std::size_t wait_batch_ = 1;                     // slot-reuse waits cover this many chunks
-  std::size_t reach_ = 1;
-  std::vector<bool> conflicts_;                    // [step * steps + step]: their accesses to a slot conflict
-  std::vector<std::vector<std::size_t>> clocks_;   // per queue: its tail's clock
-  std::vector<std::size_t> queue_len_;
-  std::size_t next_id_ = 0;
-
-  // The open run.
-  bool run_open_ = false;
-  int variant_ = 0;
-  RunSpec spec_;
-  std::size_t run_base_ = 0;        // chunk number of the run's tick 0
-  std::size_t run_chunks_ = 0;
-  bool truncated_ = false;          // set_run_chunks() lowered the count
-  std::size_t tick_ = 0;
-  bool tick_open_ = false;
-  std::size_t run_first_op_ = 0;
-  std::size_t next_chunk_ = 0;      // above every chunk any op was issued for
-  bool skipped_ = false;            // ops were issued for chunks past the last run's end
-  std::vector<Access> run_tail_;    // [queue]: the run's last op there
-
-  // Scratch, kept so emitting allocates nothing in steady state.
-  std::vector<const Access*> before_;
-  std::vector<std::size_t> clock_;
-  Access self_;
-  OpBatch compat_;
+  detail::PlanLayout layout_;  // what construction fixed
+  detail::PlanOrder order_;    // the ops issued so far, from which each next op's waits follow
+  RunCursor run_;
+  OpBatch compat_;  // next_tick(chunk_limit, out)'s batch, kept so that allocates nothing in steady state
 };
 
 /// The full plan for one run of `chunks` chunks. Throws what PlanBuilder throws.
