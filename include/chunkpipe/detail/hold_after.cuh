@@ -3,7 +3,7 @@
 // waits for: the work `After` names, taken when the run is queued, as a
 // wait for the spread's own thread (CudaRunner::hold); and what one
 // pipeline's run waits for on the device instead (AfterGates: its
-// RunState's gates).
+// RunState's gates; device_after_runs: the runs it follows).
 #pragma once
 
 #include <chunkpipe/cuda_error.cuh>
@@ -76,9 +76,6 @@ inline std::function<void()> hold_after(const After& order, int device) {
   };
 }
 
-/// One pipeline's after(streams, events): what each names now, as an
-/// event of the pipeline's own that its run's first ops wait for on the
-/// device (RunState's setup.gates).
 /// The runs `order.tickets` names, which a run of one pipeline waits for
 /// on the device (its in-flight range check lets it overlap them). Throws
 /// pipeline_error for a run that ends on host threads, which the device
@@ -97,6 +94,9 @@ inline std::vector<const RunState*> device_after_runs(const After& order) {
   return runs;
 }
 
+/// One pipeline's after(streams, events): what each names now, as an
+/// event of the pipeline's own that its run's first ops wait for on the
+/// device (RunState's setup.gates).
 class AfterGates {
  public:
   /// An event each, recorded on the stream, or after the user's event's
