@@ -19,12 +19,15 @@ per-phase times, each time also as a ratio to row (b), one Thrust sort:
   g  row e with CHUNKPIPE_COMPILED                                    g++
   h  the compiled part itself, <chunkpipe/compiled.hpp> (paid once    g++
      per program, not per file)
+  i  row d from <chunkpipe/chunked_pipeline.cuh> and <chunkpipe/      nvcc
+     filter.cuh> instead of the umbrella, with CHUNKPIPE_COMPILED: the
+     same file written to compile fastest
 
 Every nvcc row is `nvcc -O2 -std=c++17 -arch=sm_90 -c` with only
 include/ added, the g++ row `g++ -O2 -std=c++17 -c` with include/ and the
 toolkit's include and include/cccl (what CCCL::CCCL gives a consumer).
 
-  compile_time.py [--reps R] [--rows abcdefgh] [--csv PATH] [--quick]
+  compile_time.py [--reps R] [--rows abcdefghi] [--csv PATH] [--quick]
                   [--nvcc PATH] [--cxx PATH] [--include DIR] [--arch SM]
 
 Memory: `peak MB` is the kernel's maximum resident set of the largest
@@ -79,10 +82,11 @@ ROWS = [
     ("f", "map_compiled", "c_map_pipeline.cu", "nvcc", "row c, CHUNKPIPE_COMPILED"),
     ("g", "host_compiled", "e_host_pipeline.cpp", "cxx", "row e, CHUNKPIPE_COMPILED"),
     ("h", "compiled_part", "h_compiled_part.cpp", "cxx", "<chunkpipe/compiled.hpp> (once a program)"),
+    ("i", "reduce_filter_compiled", "i_reduce_filter_narrow.cu", "nvcc", "row d, narrow headers, CHUNKPIPE_COMPILED"),
 ]
 # Rows built with CHUNKPIPE_COMPILED: their non-template host code comes
 # from the compiled part (row h), linked once into a program.
-COMPILED_ROWS = "fg"
+COMPILED_ROWS = "fgi"
 REFERENCE = "b"
 QUICK_ROWS = "ace"
 # nvcc --time phase names, grouped into the table's columns.
