@@ -94,6 +94,7 @@ struct stage_kind<Scan<T, Op>> {
   static constexpr bool own_header = true;
   static constexpr bool carries = true;
   using carry = T;
+  static constexpr const char* name = "Scan";
 };
 
 /// Lanes (CUDA threads) of one segment.

@@ -424,11 +424,13 @@ struct chain<In, S, Rest...> {
 /// first so that argument-dependent lookup finds the kind's header where
 /// the pipeline is instantiated, run_stage_kind (the host backend's run of
 /// one chunk) and, in CUDA code, launch_stage_kind (its launch on a stream).
+/// `name` is what the engine's messages call the kind.
 template <class Stage>
 struct stage_kind {
   static constexpr bool own_header = false;
   static constexpr bool carries = false;
   using carry = unsigned char;
+  static constexpr const char* name = "stage";
 };
 
 /// The tag that the hooks of stage_kind are found through.

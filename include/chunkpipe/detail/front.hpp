@@ -250,7 +250,7 @@ class PipelineFront {
     auto one = [&](const auto& st) {
       using S = std::decay_t<decltype(st)>;
       if constexpr (records_of<S>::value == Records::per_segment || stage_kind<S>::carries) {
-        const char* what = stage_kind<S>::carries ? "Scan" : "Reduce";
+        const char* what = stage_kind<S>::carries ? stage_kind<S>::name : "Reduce";
         if (st.segment == 0) {
           throw config_error(std::string("chunkpipe: a ") + what + "'s segment must be at least 1 element (got 0)");
         }

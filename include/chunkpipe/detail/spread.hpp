@@ -121,7 +121,7 @@ template <class Member, template <class> class Buffer>
 class SpreadEngine {
   static_assert(member_front<Member>::spreadable,
                 "chunkpipe: a spread pipeline takes Map, ChunkFn, record stages (Reduce, Accumulate, PerChunk), "
-                "Filter, Emit and Scan");
+                "Filter, Emit and stages that carry a value from chunk to chunk");
   using Front = typename member_front<Member>::type;
   static constexpr bool folds_ = Front::folds_result;
   static constexpr bool counted_ = Front::counted;
