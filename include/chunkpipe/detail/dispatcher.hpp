@@ -7,7 +7,7 @@
 // (planned()). What happened is kept as GraphStats.
 //
 // Host-only: it holds the choice and its record, not the executors
-// (CudaRunner's StreamExecutor and GraphExecutor), and it takes the rule
+// (Issuer's StreamExecutor and GraphExecutor), and it takes the rule
 // itself, choose_executor and graph_refusal, from options.hpp.
 #pragma once
 

@@ -5,7 +5,7 @@
 // record buffers that folding runs (Reduce, Accumulate) write their
 // records to, and takes them from the program's MemoryResources
 // (Options::device_memory, Options::pinned_memory) or from cudaMalloc and
-// cudaMallocHost. CudaRunner holds one and calls it under its issue lock;
+// cudaMallocHost. Issuer holds one and calls it under its issue lock;
 // only records() is called without it (the pool has its own lock).
 #pragma once
 
