@@ -5,8 +5,8 @@
 /// gets its running totals while copies still overlap. Everything a Scan
 /// is lives here: its type, its traits, the order it combines in, its run
 /// on the host backend and (compiled by nvcc) its kernels. The engine finds
-/// it through stage_kind (stage.hpp); the umbrella <chunkpipe/pipeline.cuh>
-/// and <chunkpipe/host_backend.hpp> include it.
+/// it through its stage_kind specialisation; the umbrella
+/// <chunkpipe/pipeline.cuh> and <chunkpipe/host_backend.hpp> include it.
 ///
 /// \code
 /// // y[i] = x[0] + ... + x[i], for a run of any length

@@ -32,7 +32,7 @@
 // Accumulate's, one per chunk): pieces are whole units, so whole segments
 // and chunks, and piece p's records are its own slice of the run's: a
 // Reduce or Accumulate spread run lands them in one buffer and folds them
-// as one pipeline does (result.hpp), to the same bits; a Source's fold
+// as one pipeline does (detail/folding.hpp), to the same bits; a Source's fold
 // takes them in chunk order as the Sink would.
 // Filter and Emit (a count the GPU decides): where a piece's elements go
 // depends on what every piece before it emitted. Into pinned output

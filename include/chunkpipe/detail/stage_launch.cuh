@@ -29,7 +29,7 @@
 
 namespace chunkpipe::detail {
 
-// A stage kind with a header of its own (stage.hpp, stage_kind: a Scan)
+// A stage kind with a header of its own (detail/stage_traits.hpp, stage_kind: a Scan)
 // brings its launch there, found by argument-dependent lookup through the
 // StageKind tag where the pipeline is instantiated. The kinds below are
 // more specialised, so this takes only the others.
