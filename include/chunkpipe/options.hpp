@@ -191,14 +191,6 @@ inline int default_host_threads() noexcept {
   return hw == 0 ? preferred_host_threads : std::min(preferred_host_threads, static_cast<int>(hw));
 }
 
-namespace detail {
-/// Staging threads per direction for `o`: Options::host_threads, or
-/// default_host_threads() where it is 0. Never blocks or throws.
-inline int host_threads_for(const Options& o) noexcept {
-  return o.host_threads > 0 ? o.host_threads : ::chunkpipe::default_host_threads();
-}
-}  // namespace detail
-
 /// The geometry runs actually use: the resolved policy, the unit chunks are
 /// scheduled in (the window, or a grain of it) and how many slots of that
 /// unit the window's memory holds. See Options::grain_elems.
@@ -236,61 +228,11 @@ inline constexpr std::size_t stage_graph_max_elems = std::size_t{1} << 16;
 /// that repeats earns it back.
 inline constexpr int graph_after_runs = 2;
 
-namespace detail {
-
-/// Why a run cannot be a graph, or nullptr if it can.
-inline const char* graph_refusal(const Options& o, bool staged) noexcept {
-  if (o.profile) return "profiling times each op with CUDA events on streams";
-  if (o.staging == Staging::direct) return "Staging::direct measures plain cudaMemcpyAsync calls, op by op";
-  if (staged) {
-    return "the run ends on host threads (it stages pageable memory, uses a Source or Sink, or its last stage "
-           "emits a count only the device knows), work a graph would have to wait for in host nodes (tens of us each)";
-  }
-  return nullptr;
-}
-
-/// The executor a run uses (Options::executor): `chunks` of the geometry's
-/// unit, `staged` if any side goes through host threads, `seen` runs of
-/// this shape before it. For a run that asked for graphs and cannot have
-/// them, `note` says why.
-Executor choose_executor(const Options& o, const Geometry& g, bool all_elementwise, std::size_t chunks, bool staged,
-                         int seen, std::string* note = nullptr);
-
-/// Most entries Options::devices may list.
-inline constexpr std::size_t max_spread_devices = 64;
-
-/// Throws config_error naming the first bad field.
-void validate_options(const Options& o);
-
-/// `n` rounded up to a multiple of `m`.
-inline std::size_t align_segments(std::size_t n, std::size_t m) noexcept { return (n + m - 1) / m * m; }
-
-/// Most slots a grain split may create; each costs an event and bookkeeping.
-inline constexpr std::size_t max_slots = 4096;
-
-/// Where a pipeline runs: the GPU's automatic policy may also coarsen a
-/// small window (Options::memory_elems); the host backend keeps it, since
-/// it exists to run the schedules a window implies.
-enum class Target : std::uint8_t { device, host };
-
-/// `g` with the kernel lanes `o` asks for: stage_streams only, and never
-/// more than the slots (a lane beyond them would never get a chunk).
-inline Geometry with_kernel_lanes(Geometry g, const Options& o) noexcept {
-  const int lanes = o.kernel_lanes != 0 ? o.kernel_lanes : default_kernel_lanes;
-  g.kernel_lanes = g.policy == Policy::stage_streams ? std::max(1, std::min(lanes, g.depth)) : 1;
-  return g;
-}
-
-/// The geometry `o` resolves to for a pipeline whose stages cannot see
-/// chunk boundaries (`all_elementwise`: Map stages, and a Reduce at the
-/// end) or not. Every unit is a multiple of `unit_multiple` (a Reduce's
-/// segment). Throws config_error for a grain that would need more than
-/// max_slots slots, and for a window, or an explicit grain, that is not a
-/// multiple of `unit_multiple`.
-Geometry resolve_geometry(const Options& o, bool all_elementwise, Target target, std::size_t unit_multiple = 1);
-
-}  // namespace detail
 }  // namespace chunkpipe
+
+// The rules the engine applies to Options (validation, the geometry a
+// window resolves to, the executor a run gets): machinery, not API.
+#include <chunkpipe/detail/option_rules.hpp>
 
 #if CHUNKPIPE_HEADER_ONLY
 #include <chunkpipe/detail/options.inl>

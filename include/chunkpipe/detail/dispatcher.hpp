@@ -8,7 +8,7 @@
 //
 // Host-only: it holds the choice and its record, not the executors
 // (Issuer's StreamExecutor and GraphExecutor), and it takes the rule
-// itself, choose_executor and graph_refusal, from options.hpp.
+// itself, choose_executor and graph_refusal, from detail/option_rules.hpp.
 #pragma once
 
 #include <chunkpipe/options.hpp>

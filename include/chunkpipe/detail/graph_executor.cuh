@@ -17,7 +17,7 @@
 // becomes a graph: graph_builder.hpp; the cache and the launch:
 // graph_ops.hpp.
 //
-// What a graph cannot do it leaves to streams (choose_executor, options.hpp):
+// What a graph cannot do it leaves to streams (choose_executor, detail/option_rules.hpp):
 // staged runs (their host work would be host nodes, tens of us each),
 // profiled runs (per-op events). A graph run starts after everything
 // queued before it and everything after it waits for it: its first copies
