@@ -2,8 +2,7 @@
 /// \file
 /// Results of pipelines that fold a run into one value (a Reduce or an
 /// Accumulate as the last stage, stage.hpp), or whose last stage emits a
-/// count (Filter, Emit): the ticket run_async returns, and how a run's
-/// records become its result. Host-only C++.
+/// count (Filter, Emit): the ticket run_async returns. Host-only C++.
 ///
 /// \code
 /// auto pipe = chunkpipe::make_pipeline({}, chunkpipe::reduce(0.0f, Plus{}));

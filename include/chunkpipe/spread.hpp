@@ -176,7 +176,7 @@ class Spread {
   /// For a pipeline whose last stage folds (Reduce, Accumulate): runs `in`
   /// (ranges or a Source) spread over the members and returns the result,
   /// to the same bits as one pipeline with these options (the same
-  /// records, folded in the same order: result.hpp). An empty run returns
+  /// records, folded in the same order: detail/folding.hpp). An empty run returns
   /// the Reduce's init (the Accumulate's identity). Blocks; throws as
   /// run(in, out) does.
   template <class In CHUNKPIPE_WHEN(folds_)>

@@ -116,7 +116,7 @@ inline constexpr std::size_t default_reduce_segment = 16384;
 /// the device, by 256 lanes each folding every 256th element in order,
 /// the lanes then combined in a fixed binary tree (detail/reduce.hpp); the
 /// host combines the partials in a fixed pairwise tree over their index
-/// and then init with it, left to right (result.hpp), when
+/// and then init with it, left to right (detail/folding.hpp), when
 /// the result is asked for. Every policy, depth, grain and executor
 /// therefore gives the same bits for the same input, as long as chunks are
 /// whole segments: the chunk size must be a multiple of `segment` (a

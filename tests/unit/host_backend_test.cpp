@@ -350,7 +350,7 @@ TEST_CASE("which pipelines calibrate on the GPU, and the plans a decision gives"
 
 TEST_CASE("the automatic executor gives graphs only to the runs they measured faster for", "[host][config][graphs]") {
   // What ChunkedPipeline::plan_for says a run of that shape gets once it
-  // repeats: the choice its runs get (options.hpp, choose_executor).
+  // repeats: the choice its runs get (detail/option_rules.hpp, choose_executor).
   using detail::PipelineFront;
   using detail::Target;
   using MapFront = PipelineFront<Map<Fma>>;

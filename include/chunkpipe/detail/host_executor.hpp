@@ -7,7 +7,8 @@
 // a stage op calls call_stage<In>, which runs the stage on the op's slots.
 // Map functors (marked CHUNKPIPE_HOST_DEVICE) run on the host element by
 // element, ChunkFn functors get host spans and no stream; a kind with a
-// header of its own runs its run_stage_kind (detail/stage_traits.hpp, stage_kind).
+// header of its own runs its run_stage_kind, found through stage_kind
+// (detail/stage_traits.hpp) in the kind's own header.
 #pragma once
 
 #include <chunkpipe/plan.hpp>
@@ -53,7 +54,7 @@ class HostExecutor : public HostOpGraph {
       using S = std::decay_t<decltype(stage)>;
       if constexpr (stage_kind<S>::own_header) {
         // Unqualified: argument-dependent lookup finds the kind's own
-        // header (detail/stage_traits.hpp, stage_kind).
+        // header (stage_kind, detail/stage_traits.hpp).
         run_stage_kind(StageKind{}, stage, ins, outs, run_chunk, offset, count, x);
       } else if constexpr (records_of<S>::value == Records::counted) {
         HostExecutor::invoke_counted(stage, ins, outs, run_chunk, offset, count, x.produced);

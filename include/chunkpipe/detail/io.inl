@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The range checks of io.hpp that do not depend on the ranges' types
-// (included by io.hpp; see linkage.hpp).
+// The range checks of detail/run_sides.hpp that do not depend on the
+// ranges' types (included by io.hpp; see linkage.hpp).
 #pragma once
 
 #include <chunkpipe/errors.hpp>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Definitions for options.hpp. Included at its bottom where chunkpipe is
-// header-only, or once by <chunkpipe/compiled.hpp> (detail/linkage.hpp); do
-// not include directly.
+// Definitions for options.hpp and detail/option_rules.hpp. Included at
+// the bottom of options.hpp where chunkpipe is header-only, or once by
+// <chunkpipe/compiled.hpp> (detail/linkage.hpp); do not include directly.
 #pragma once
 
 namespace chunkpipe::detail {

@@ -71,7 +71,7 @@ struct Flow {
 /// What the last stage's buffer holds beyond its outputs.
 struct OutShape {
   /// Records one unit makes (0: chunk_elems; fewer when the last stage
-  /// emits records, stage.hpp).
+  /// emits records, detail/stage_traits.hpp).
   std::size_t records = 0;
   /// The last stage emits a count (Filter, Emit): its buffer, and the
   /// pinned buffer its copy out fills, end with a std::size_t array of one

@@ -29,10 +29,11 @@
 
 namespace chunkpipe::detail {
 
-// A stage kind with a header of its own (detail/stage_traits.hpp, stage_kind: a Scan)
-// brings its launch there, found by argument-dependent lookup through the
-// StageKind tag where the pipeline is instantiated. The kinds below are
-// more specialised, so this takes only the others.
+// A stage kind with a header of its own (a Scan; stage_kind,
+// detail/stage_traits.hpp) brings its launch in that header, found by
+// argument-dependent lookup through the StageKind tag where the pipeline
+// is instantiated. The kinds below are more specialised, so this takes
+// only the others.
 template <class S, class Ins, class Outs>
 void invoke_stage(S& stage, const Ins& ins, const Outs& outs, std::size_t chunk, std::size_t offset,
                   std::size_t count, cudaStream_t stream, const StageExtras& x) {

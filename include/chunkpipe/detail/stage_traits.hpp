@@ -2,7 +2,7 @@
 // The traits the engine reads off each stage type of stage.hpp: a stage's
 // element types in and out (stage_io, chain), what it emits (records_of:
 // elements, a record per segment or chunk, or a count), which family it
-// is of (is_filter, folds, is_chunk_fn, ...), and stage_kind, the seam a
+// is of (is_filter, is_elementwise, ...), and stage_kind, the seam a
 // kind with a header of its own (scan.hpp) plugs into. stage.hpp includes
 // this at its end; it is not API.
 #pragma once
@@ -172,7 +172,8 @@ struct chain<In, S, Rest...> {
 /// first so that argument-dependent lookup finds the kind's header where
 /// the pipeline is instantiated, run_stage_kind (the host backend's run of
 /// one chunk) and, in CUDA code, launch_stage_kind (its launch on a stream).
-/// `name` is what the engine's messages call the kind.
+/// `name` is what the engine's messages call the kind (a carrying kind's
+/// specialisation gives it: the segment checks name it).
 template <class Stage>
 struct stage_kind {
   static constexpr bool own_header = false;
