@@ -1275,6 +1275,79 @@ TEST_CASE("a failing run in a queue of flowing spread runs fails its own ticket;
   CHECK(spread.last_summary().elems == n);
 }
 
+TEST_CASE("a queued spread Reduce of ranges continues the runs before it, folds to one pipeline's bits, in order",
+          "[spread][async][flow][records]") {
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held
+  const std::size_t n = 5 * piece_elems + 77;
+  std::vector<float> x = noisy(n);
+  for (float& v : x) v += 1001.0f;  // none held
+  const auto stage = reduce(0.5f, Plus{}, 250);
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  using Sum = HostSpreadPipeline<Map<HeldBelow>, Reduce<float, Plus>>;
+  const Map<HeldBelow> held{HeldBelow{&open, &others}};
+  // One pipeline's bits for each (the gate open for it).
+  std::atomic<bool> opened{true};
+  std::atomic<int> ignored{0};
+  HostPipeline<Map<HeldBelow>, Reduce<float, Plus>> one(spread_options({}), Map<HeldBelow>{HeldBelow{&opened, &ignored}},
+                                                         stage);
+  const float want_a = one.run(a), want_x = one.run(x);
+
+  Sum spread(spread_options({0, 1}), held, stage);
+  std::vector<float> y(n, poison_value);
+  auto t1 = spread.run_async(a);
+  auto t2 = spread.run_async(x);
+  auto t3 = spread.run_async(x);
+  // The second and third runs read what the first does not write: they
+  // take pieces while the first is held.
+  const bool flowed = called_within(others, 5000);
+  const bool first_held = !t1.ready() && !t2.ready() && !t3.ready();
+  open = true;
+  CHECK(flowed);
+  CHECK(first_held);
+  const float got3 = t3.get();
+  CHECK(t1.ready());  // complete in order
+  CHECK(t2.ready());
+  const float got1 = t1.get(), got2 = t2.get();
+  CHECK(std::memcmp(&got1, &want_a, sizeof got1) == 0);
+  CHECK(std::memcmp(&got2, &want_x, sizeof got2) == 0);
+  CHECK(std::memcmp(&got3, &want_x, sizeof got3) == 0);
+  CHECK(t2.summary().elems == n);
+  CHECK(spread.last_summary().elems == n);
+  const std::vector<float> none;
+  CHECK(spread.run_async(none).get() == 0.5f);
+}
+
+TEST_CASE("a failing Reduce in a queue of flowing spread runs fails its own ticket; the others fold, in order",
+          "[spread][async][flow][records][errors]") {
+  const std::size_t n = 3 * piece_elems + 11;
+  const std::vector<float> x = noisy(n);
+  std::vector<float> bad(x);
+  bad[2 * piece_elems + 3] = 7.0f;
+  std::atomic<int> calls{0};
+  const auto stage = reduce(0.5f, Plus{}, 250);
+  using Sum = HostSpreadPipeline<Map<Stalling>, Reduce<float, Plus>>;
+  Sum spread(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 20, 7.0f}}, stage);
+  std::atomic<int> one_calls{0};
+  const float want = HostPipeline<Map<Stalling>, Reduce<float, Plus>>(spread_options({}),
+                                                                      Map<Stalling>{Stalling{&one_calls, 0, 7.0f}}, stage)
+                         .run(x);
+  constexpr std::size_t runs = 8, failing = 3;
+  std::vector<SpreadTicket<float>> t;
+  for (std::size_t k = 0; k < runs; ++k) t.push_back(spread.run_async(k == failing ? bad : x));
+  for (std::size_t k = runs; k-- > 0;) {
+    INFO("run " << k);
+    if (k == failing) {
+      CHECK(contains(thrown_by([&] { (void)t[k].get(); }), "stage failed on purpose"));
+    } else {
+      const float got = t[k].get();
+      CHECK(std::memcmp(&got, &want, sizeof got) == 0);
+    }
+    for (std::size_t j = 0; j < k; ++j) CHECK(t[j].ready());
+  }
+  CHECK(t[runs - 1].summary().elems == n);
+}
+
 TEST_CASE("open spread runs complete in the order they started, each once, whoever finishes their pieces",
           "[spread][flow]") {
   detail::OpenRuns runs;

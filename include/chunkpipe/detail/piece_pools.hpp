@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A spread's buffers kept from one run to the next (detail/spread.hpp):
 // piece buffers for a Source's input and for outputs that go through the
-// spread (a Sink's, a count's), a folding run's records, and the spread's
+// spread (a Sink's, a count's), folding runs' records, and the spread's
 // one copy team (its members stage with it too; a counted run's deliverer
 // copies pieces into place with it). Made or grown when first needed, so
 // a spread whose runs need none holds none. Host-only.
@@ -20,9 +20,11 @@ namespace chunkpipe {
 namespace detail {
 
 /// Buffers of Buffer<unsigned char> (a piece buffer: from an element
-/// count and the pinned MemoryResource, with data()), in three pools, and
-/// the spread's SharedCopyTeam. Thread-safe; one lock, held only while a
-/// buffer is looked up or made (the team has its own).
+/// count and the pinned MemoryResource, with data()): input and output
+/// piece slots, and record buffers lent to folding runs; and the spread's
+/// SharedCopyTeam. Thread-safe; one lock for the slots and one for the
+/// lent buffers (RecordBuffers), each held only while a buffer is looked up
+/// or made, never both (the team has its own).
 template <template <class> class Buffer>
 class PiecePools {
  public:
@@ -36,8 +38,14 @@ class PiecePools {
   unsigned char* input(std::size_t i, std::size_t bytes) { return slot(in_, i, bytes); }
   /// Slot `i` of the output pieces, as input().
   unsigned char* output(std::size_t i, std::size_t bytes) { return slot(out_, i, bytes); }
-  /// A folding run's records, as input(): one buffer.
-  unsigned char* records(std::size_t bytes) { return slot(records_, 0, bytes); }
+  /// A buffer of at least `bytes` for one folding run's records, its own
+  /// until the first value (the owner) and its copies are let go of; then
+  /// it goes back to be lent again, even after the pools are gone.
+  /// Several runs in flight at once each have theirs (a flowing run folds
+  /// when its last piece finished). Throws what Buffer throws.
+  std::pair<std::shared_ptr<void>, unsigned char*> lend_records(std::size_t bytes) {
+    return records_->lend(bytes, pinned_);
+  }
 
   /// The spread's copy team, which a counted run's deliverer shares its
   /// copies with; started by the first that needs it (a member staging, or
@@ -62,8 +70,65 @@ class PiecePools {
 
   std::shared_ptr<MemoryResource> pinned_;
   std::shared_ptr<SharedCopyTeam> team_;
+  // The record buffers not lent now. Shared with the buffers lent, whose
+  // owners put them back, so that one let go of last (by a run's ticket,
+  // after the spread) still finds where to go.
+  class RecordBuffers {
+   public:
+    std::pair<std::shared_ptr<void>, unsigned char*> lend(std::size_t bytes,
+                                                          const std::shared_ptr<MemoryResource>& pinned) {
+      std::unique_ptr<Buffer<unsigned char>> b;
+      std::vector<Slot> short_ones;  // freed outside the lock
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        // The smallest that fits; if none does, one is made below, and the
+        // free ones, all too short, go first (pinned memory is scarce).
+        auto fit = free_.end();
+        for (auto it = free_.begin(); it != free_.end(); ++it) {
+          if (it->first >= bytes && (fit == free_.end() || it->first < fit->first)) fit = it;
+        }
+        if (fit != free_.end()) {
+          b = std::move(fit->second);
+          bytes = fit->first;
+          free_.erase(fit);
+        } else {
+          short_ones.swap(free_);
+        }
+      }
+      short_ones.clear();
+      if (!b) b = std::make_unique<Buffer<unsigned char>>(bytes, pinned);
+      unsigned char* at = b->data();
+      // Back to the free list when the run's last owner lets go (the
+      // deleter also runs if making the owner throws).
+      Buffer<unsigned char>* raw = b.release();
+      std::shared_ptr<void> owner(at, [self = self_.lock(), bytes, raw](void*) {
+        self->give_back(bytes, std::unique_ptr<Buffer<unsigned char>>(raw));
+      });
+      return {std::move(owner), at};
+    }
+    static std::shared_ptr<RecordBuffers> make() {
+      auto r = std::make_shared<RecordBuffers>();
+      r->self_ = r;
+      return r;
+    }
+
+   private:
+    // Never throws: a buffer the list has no room for is freed.
+    void give_back(std::size_t bytes, std::unique_ptr<Buffer<unsigned char>> b) noexcept {
+      try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        free_.emplace_back(bytes, std::move(b));
+      } catch (...) {
+      }
+    }
+    std::mutex mutex_;
+    std::vector<Slot> free_;
+    std::weak_ptr<RecordBuffers> self_;
+  };
+
   std::mutex mutex_;
-  std::vector<Slot> in_, out_, records_;
+  std::vector<Slot> in_, out_;
+  std::shared_ptr<RecordBuffers> records_ = RecordBuffers::make();
 };
 
 }  // namespace detail

@@ -60,10 +60,12 @@
 // ranges in and ranges out flows: it takes pieces while the runs before it
 // still have pieces in flight, each member's room shared by all of them
 // (detail/spread_flow.hpp), unless its ranges meet an unfinished run's
-// where either writes; runs complete in order all the same. A run with a
-// Source, a Sink, a count or a fold, or a profiled run, keeps to itself:
-// it starts once every run before it is complete (the piece buffers and
-// the records' pool belong to one run). run() behaves as
+// where either writes; runs complete in order all the same. So does a
+// fold of ranges in: its records are a buffer lent to it alone
+// (PiecePools::lend_records), folded on the thread that finishes its last
+// piece. A run with a Source, a Sink or a count, or a profiled run, keeps
+// to itself: it starts once every run before it is complete (the piece
+// buffers belong to one run). run() behaves as
 // run_async().get().
 #pragma once
 
@@ -205,7 +207,7 @@ class SpreadEngine {
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
         auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
-          start_flow(state, std::move(ins), std::move(outs), n, r);
+          start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) { return run.tally.summary(); });
         };
         return enqueue(state,
                        std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(last_, flowing_.runs(), state,
@@ -235,15 +237,34 @@ class SpreadEngine {
     auto ins = as_inputs(std::forward<In>(in));
     const std::size_t n = input_length(ins);
     std::vector<std::function<void()>> after = take_after();
+    if constexpr (!is_source<decltype(ins)>::value) {
+      // Ranges in: the run continues the runs before it, into records of
+      // its own, and folds them when its last piece finished (on that
+      // thread). Only its inputs can meet another run's ranges.
+      if (!options_.profile) {
+        RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, Outputs<>{});
+        auto state = std::make_shared<SpreadRunState<R>>(this);
+        auto begin = [this, state, ins = std::move(ins), n](const RunRanges& r) mutable {
+          const std::size_t records = (n + per_record_ - 1) / per_record_;
+          auto [owner, at] = pools_.lend_records(std::max<std::size_t>(records * sizeof(R), 1));
+          const std::shared_ptr<Folding<R>> folding = make_folding_();
+          folding->hold(std::move(owner), reinterpret_cast<const R*>(at), records);
+          Outputs<R> outs = ::chunkpipe::outputs(HostSpan<R>{reinterpret_cast<R*>(at), records, Memory::pinned});
+          start_flow(state, std::move(ins), std::move(outs), n, r, [folding](auto&) { return folding->result(); });
+        };
+        return enqueue(state,
+                       std::make_unique<FlowRunJob<R, decltype(begin)>>(last_, flowing_.runs(), state,
+                                                                        std::move(begin), std::move(ranges)),
+                       std::move(after));
+      }
+    }
     return enqueue<R>(
         [this, ins = std::move(ins), n]() mutable {
           const std::shared_ptr<Folding<R>> folding = make_folding_();
           const std::size_t records = n == unknown_length ? 0 : (n + per_record_ - 1) / per_record_;
           auto outs = folding_outputs(folding, n, records, [&](std::size_t bytes) {
-            // The spread's own buffer, kept from run to run: the records are
-            // folded below, before the next run on this thread can reuse it.
-            void* at = pools_.records(std::max<std::size_t>(bytes, 1));
-            return std::pair<std::shared_ptr<void>, void*>(nullptr, at);
+            auto [owner, at] = pools_.lend_records(std::max<std::size_t>(bytes, 1));
+            return std::pair<std::shared_ptr<void>, void*>(std::move(owner), at);
           });
           SpreadOutcome o = outs.ranges ? run_sides(std::move(ins), std::move(*outs.ranges), n)
                                         : run_sides(std::move(ins), std::move(*outs.sink), n);
@@ -287,8 +308,7 @@ class SpreadEngine {
 
   // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
   // run that keeps to itself starts once every piece in flight finished
-  // (so the piece buffers, the folding records' pool and the members'
-  // schedules are its own); a flowing run starts at once unless its ranges
+  // (so the piece buffers and the members' schedules are its own); a flowing run starts at once unless its ranges
   // meet an unfinished run's where either writes. The members' threads
   // take the pieces (Handout) and their lanes finish them (MemberLanes),
   // completing flowing runs (OpenRuns).
@@ -300,14 +320,16 @@ class SpreadEngine {
   // Starts a flowing run (start_flowing_run, detail/spread_flow_start.hpp):
   // its two sides live as long as its Run, which its last piece or its
   // completion lets go of. On the run thread; never waits.
-  template <class InSide, class OutSide>
-  void start_flow(const std::shared_ptr<SpreadRunState<RunResult>>& state, InSide ins, OutSide outs, std::size_t n,
-                  const RunRanges& ranges) {
+  // `value(run)` gives the ticket its value once the run's pieces all
+  // finished (spread_flow_completion).
+  template <class R, class InSide, class OutSide, class Value>
+  void start_flow(const std::shared_ptr<SpreadRunState<R>>& state, InSide ins, OutSide outs, std::size_t n,
+                  const RunRanges& ranges, Value value) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = (n + piece - 1) / piece;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
     auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, limit);
-    ::chunkpipe::detail::start_flowing_run(r, state, ranges, flowing_, *handout_, last_, queue_);
+    ::chunkpipe::detail::start_flowing_run(r, state, ranges, flowing_, *handout_, last_, queue_, std::move(value));
   }
 
 
@@ -348,7 +370,7 @@ class SpreadEngine {
   FlowingRuns flowing_;  // the flowing runs started and not complete
   std::size_t per_record_ = 1;  // input elements per output record
   FoldingMaker make_folding_{};  // a folding pipeline's: a fresh Folding per run
-  PiecePools<Buffer> pools_;     // piece buffers and records, kept from run to run
+  PiecePools<Buffer> pools_;     // piece buffers and record buffers, kept from run to run
   LastSpreadRun last_;           // the latest run's summary and report
   // Queued runs and the thread that starts them (closed first by
   // ~SpreadEngine, before anything its runs use goes).

@@ -29,28 +29,32 @@ namespace detail {
 
 /// What completes flowing run `r` (a SpreadEngine::Run: its `book` and
 /// `tally`), run once it is sealed and its every piece finished, on that
-/// thread: its ticket (`state`), then `last`, the latest summary, then the
-/// retired count of `queue`. The run's error is moved out of its book and
-/// the closure lets go of the run and the ticket's state before retire()
-/// wakes a blocking caller, so the last reference to what was thrown is the
-/// caller's (spread_blocking_result). The closure never throws; making it
-/// throws only std::bad_alloc.
-template <class Run>
-std::function<void()> spread_flow_completion(std::shared_ptr<Run> r,
-                                             std::shared_ptr<SpreadRunState<SpreadSummary>> state, LastSpreadRun& last,
-                                             SpreadQueue& queue) {
-  return [&last, &queue, r = std::move(r), state = std::move(state)]() mutable noexcept {
+/// thread: its ticket (`state`) with `value(*r)` (the summary, or a folding
+/// run's result, folded here: it may throw, failing the run), then `last`,
+/// the latest summary, then the retired count of `queue`. The run's error
+/// is moved out of its book and the closure lets go of the run, the value's
+/// maker (and what it holds: a folding run's records) and the ticket's
+/// state before retire() wakes a blocking caller, so the last reference to
+/// what was thrown is the caller's (spread_blocking_result). The closure
+/// never throws; making it throws only std::bad_alloc.
+template <class Run, class R, class Value>
+std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared_ptr<SpreadRunState<R>> state,
+                                             LastSpreadRun& last, SpreadQueue& queue, Value value) {
+  return [&last, &queue, r = std::move(r), state = std::move(state),
+          value = std::optional<Value>(std::move(value))]() mutable noexcept {
     std::exception_ptr e = r->book.take_error();
     if (!e) {
       try {
+        R v = (*value)(*r);
         last.completed(state->place, r->tally.summary(), std::nullopt);
-        state->succeed(r->tally.summary(), r->tally.summary(), std::nullopt);
+        state->succeed(std::move(v), r->tally.summary(), std::nullopt);
       } catch (...) {
         e = std::current_exception();
       }
     }
     if (e) state->fail(std::move(e));
     r.reset();
+    value.reset();
     state.reset();
     queue.retire();
   };
@@ -58,16 +62,16 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r,
 
 /// Starts flowing run `r` over `ranges`: opens it after every run opened
 /// before (its `open` is set; it completes through
-/// spread_flow_completion), then the members' threads take its pieces once
+/// spread_flow_completion, with `value`), then the members' threads take its pieces once
 /// they have none left of the runs before it (`handout`). On the run
 /// thread; never waits. Throws only before the run is open (and then
 /// nothing of it was issued); a failure after that fails the run through
 /// its completion, in queue order.
-template <class Run>
-void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<SpreadRunState<SpreadSummary>>& state,
+template <class Run, class R, class Value>
+void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<SpreadRunState<R>>& state,
                        const RunRanges& ranges, FlowingRuns& flowing, Handout& handout, LastSpreadRun& last,
-                       SpreadQueue& queue) {
-  r->open = flowing.open(ranges, ::chunkpipe::detail::spread_flow_completion(r, state, last, queue));
+                       SpreadQueue& queue, Value value) {
+  r->open = flowing.open(ranges, ::chunkpipe::detail::spread_flow_completion(r, state, last, queue, std::move(value)));
   try {
     handout.start(r);
   } catch (...) {  // no member will take it: it is sealed with its error
