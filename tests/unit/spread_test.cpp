@@ -1348,6 +1348,68 @@ TEST_CASE("a failing Reduce in a queue of flowing spread runs fails its own tick
   CHECK(t[runs - 1].summary().elems == n);
 }
 
+TEST_CASE("queued spread Filter runs into ranges continue the runs before them and pack what one pipeline packs",
+          "[spread][async][flow][counted]") {
+  constexpr float keep_above = OneFilter::keep_above;
+  const std::size_t n = 9 * piece_elems + 321;
+  const std::vector<float> x = values(n);
+  OneFilter ref(x);
+  const std::size_t count = ref.count;
+  REQUIRE(count > n / 5);
+  const std::size_t room = count / 2 + 3;
+  std::vector<float> one_buf(count, poison_value);
+  const std::string one_error = thrown_by([&] { (void)ref.one.run(x, host_span(one_buf.data(), room)); });
+  REQUIRE(contains(one_error, "emitted " + std::to_string(count) + " elements"));
+
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held; keeps nothing
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  using Keep = HostSpreadPipeline<Map<HeldBelow>, Filter<Above>>;
+  Keep spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}}, Filter<Above>{Above{keep_above}});
+  auto pinned = [](std::vector<float>& v, std::size_t size) { return host_span(v.data(), size, Memory::pinned); };
+  std::vector<float> held_out(a.size(), poison_value);
+  auto held = spread.run_async(a, held_out);
+  // Runs into pinned ranges (pieces may pack in place) and into ranges not
+  // declared pinned (every piece through the run's own buffers), one of
+  // them too short; each run's pieces go through buffers of its own while
+  // the others' are in flight.
+  constexpr std::size_t runs = 6, short_one = 3;
+  std::vector<std::vector<float>> out(runs, std::vector<float>(n, poison_value));
+  std::vector<SpreadTicket<std::size_t>> t;
+  for (std::size_t k = 0; k < runs; ++k) {
+    if (k == short_one) {
+      t.push_back(spread.run_async(x, pinned(out[k], room)));
+    } else if (k % 2 == 1) {
+      t.push_back(spread.run_async(x, out[k]));
+    } else {
+      t.push_back(spread.run_async(x, pinned(out[k], n)));
+    }
+  }
+  const bool flowed = called_within(others, 5000);
+  const bool first_held = !held.ready() && !t[0].ready();
+  open = true;
+  CHECK(flowed);
+  CHECK(first_held);
+  for (std::size_t k = runs; k-- > 0;) {
+    INFO("run " << k);
+    if (k == short_one) {
+      CHECK(thrown_by([&] { (void)t[k].get(); }) == one_error);
+      CHECK(std::memcmp(out[k].data(), ref.want.data(), room * sizeof(float)) == 0);
+      CHECK(out[k][room] == poison_value);
+    } else {
+      CHECK(t[k].get() == count);
+      CHECK(t[k].summary().written == count);
+      CHECK(std::memcmp(out[k].data(), ref.want.data(), n * sizeof(float)) == 0);  // the tail still poisoned
+      if (k % 2 == 1) CHECK(t[k].summary().in_place == 0);
+    }
+    for (std::size_t j = 0; j < k; ++j) CHECK(t[j].ready());
+    CHECK(held.ready());
+  }
+  CHECK(held.get() == 0);
+  CHECK(held_out[0] == poison_value);
+  CHECK(t[0].summary().in_place >= 1);  // its first piece knew its offset from the start
+}
+
 TEST_CASE("open spread runs complete in the order they started, each once, whoever finishes their pieces",
           "[spread][flow]") {
   detail::OpenRuns runs;

@@ -10,6 +10,7 @@
 #include <chunkpipe/memory_resource.hpp>
 #include <chunkpipe/detail/copy_team.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -21,10 +22,12 @@ namespace detail {
 
 /// Buffers of Buffer<unsigned char> (a piece buffer: from an element
 /// count and the pinned MemoryResource, with data()): input and output
-/// piece slots, and record buffers lent to folding runs; and the spread's
-/// SharedCopyTeam. Thread-safe; one lock for the slots and one for the
-/// lent buffers (RecordBuffers), each held only while a buffer is looked up
-/// or made, never both (the team has its own).
+/// piece slots in groups, one group lent to each run in flight that needs
+/// slots (runs that flow into each other must not share them), and record
+/// buffers lent to folding runs; and the spread's SharedCopyTeam.
+/// Thread-safe; one lock for the slots, one for the groups' numbers and
+/// one for the lent record buffers, each held only while a buffer or a
+/// number is looked up or made, never two at once (the team has its own).
 template <template <class> class Buffer>
 class PiecePools {
  public:
@@ -33,11 +36,15 @@ class PiecePools {
   PiecePools(std::shared_ptr<MemoryResource> pinned, std::shared_ptr<SharedCopyTeam> team)
       : pinned_(std::move(pinned)), team_(std::move(team)) {}
 
-  /// Slot `i` of the input pieces, at least `bytes` long, made or grown
-  /// now (its old contents are then gone). Throws what Buffer throws.
-  unsigned char* input(std::size_t i, std::size_t bytes) { return slot(in_, i, bytes); }
-  /// Slot `i` of the output pieces, as input().
-  unsigned char* output(std::size_t i, std::size_t bytes) { return slot(out_, i, bytes); }
+  /// A group of slots for one run, its own until the owner (first) and its
+  /// copies are let go of; the lowest number free, so that runs one after
+  /// another reuse group 0's buffers. Throws std::bad_alloc.
+  std::pair<std::shared_ptr<void>, std::size_t> lend_group() { return groups_->lend(); }
+  /// Slot `i` of group `g`'s input pieces, at least `bytes` long, made or
+  /// grown now (its old contents are then gone). Throws what Buffer throws.
+  unsigned char* input(std::size_t g, std::size_t i, std::size_t bytes) { return slot(in_, g, i, bytes); }
+  /// Slot `i` of group `g`'s output pieces, as input().
+  unsigned char* output(std::size_t g, std::size_t i, std::size_t bytes) { return slot(out_, g, i, bytes); }
   /// A buffer of at least `bytes` for one folding run's records, its own
   /// until the first value (the owner) and its copies are let go of; then
   /// it goes back to be lent again, even after the pools are gone.
@@ -56,8 +63,10 @@ class PiecePools {
 
  private:
   using Slot = std::pair<std::size_t, std::unique_ptr<Buffer<unsigned char>>>;  // bytes, buffer
-  unsigned char* slot(std::vector<Slot>& pool, std::size_t i, std::size_t bytes) {
+  unsigned char* slot(std::vector<std::vector<Slot>>& groups, std::size_t g, std::size_t i, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (groups.size() <= g) groups.resize(g + 1);
+    std::vector<Slot>& pool = groups[g];
     if (pool.size() <= i) pool.resize(i + 1);
     Slot& s = pool[i];
     if (s.first < bytes) {
@@ -126,8 +135,52 @@ class PiecePools {
     std::weak_ptr<RecordBuffers> self_;
   };
 
+  // The slot groups' numbers not lent now, shared with the owners lent as
+  // RecordBuffers is.
+  class Groups {
+   public:
+    std::pair<std::shared_ptr<void>, std::size_t> lend() {
+      std::size_t g = 0;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (free_.empty()) {
+          g = made_++;
+        } else {
+          auto lowest = std::min_element(free_.begin(), free_.end());
+          g = *lowest;
+          free_.erase(lowest);
+        }
+      }
+      // The number goes back when the run's last owner lets go (the
+      // deleter also runs if making the owner throws).
+      std::shared_ptr<void> owner(this, [self = self_.lock(), g](void*) { self->give_back(g); });
+      return {std::move(owner), g};
+    }
+    static std::shared_ptr<Groups> make() {
+      auto r = std::make_shared<Groups>();
+      r->self_ = r;
+      return r;
+    }
+
+   private:
+    // Never throws: a number the list has no room for is not lent again
+    // (a later run makes another group).
+    void give_back(std::size_t g) noexcept {
+      try {
+        std::lock_guard<std::mutex> lock(mutex_);
+        free_.push_back(g);
+      } catch (...) {
+      }
+    }
+    std::mutex mutex_;
+    std::vector<std::size_t> free_;
+    std::size_t made_ = 0;
+    std::weak_ptr<Groups> self_;
+  };
+
   std::mutex mutex_;
-  std::vector<Slot> in_, out_;
+  std::vector<std::vector<Slot>> in_, out_;  // [group][slot]
+  std::shared_ptr<Groups> groups_ = Groups::make();
   std::shared_ptr<RecordBuffers> records_ = RecordBuffers::make();
 };
 

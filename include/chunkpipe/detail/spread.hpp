@@ -60,12 +60,14 @@
 // ranges in and ranges out flows: it takes pieces while the runs before it
 // still have pieces in flight, each member's room shared by all of them
 // (detail/spread_flow.hpp), unless its ranges meet an unfinished run's
-// where either writes; runs complete in order all the same. So does a
-// fold of ranges in: its records are a buffer lent to it alone
-// (PiecePools::lend_records), folded on the thread that finishes its last
-// piece. A run with a Source, a Sink or a count, or a profiled run, keeps
-// to itself: it starts once every run before it is complete (the piece
-// buffers belong to one run). run() behaves as
+// where either writes; runs complete in order all the same. So do a
+// count into ranges (its piece buffers are a group lent to it alone,
+// PiecePools::lend_group; its count is known once its last piece is
+// delivered) and a fold of ranges in (its records are a buffer lent to it
+// alone, PiecePools::lend_records, folded on the thread that finishes its
+// last piece). A run with a Source or a Sink, or a profiled run, keeps to
+// itself: it starts once every run before it is complete (a Source is read
+// and a Sink fed on the run thread, one run at a time). run() behaves as
 // run_async().get().
 #pragma once
 
@@ -200,14 +202,24 @@ class SpreadEngine {
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, outs);
     std::vector<std::function<void()>> after = take_after();  // once the run is known good
-    if constexpr (!counted_ && !is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
+    if constexpr (!is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
       // Ranges in, ranges out: the run may continue into the runs before
       // it (start_flow). A profiled run keeps to itself: its report is one
       // run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
         auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
-          start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) { return run.tally.summary(); });
+          if constexpr (counted_) {
+            // What the pieces packed, once all are delivered; pipeline_error
+            // if it did not fit (PieceDelivery::written).
+            start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) {
+              const std::size_t written = run.delivery.written();
+              run.tally.summary().written = written;
+              return written;
+            });
+          } else {
+            start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) { return run.tally.summary(); });
+          }
         };
         return enqueue(state,
                        std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(last_, flowing_.runs(), state,
@@ -327,8 +339,11 @@ class SpreadEngine {
                   const RunRanges& ranges, Value value) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = (n + piece - 1) / piece;
+    // A count's pieces go through its slots in order (run_sides' bound);
+    // pieces that land in place need none.
+    const std::size_t bound = counted_ ? members_.size() * (ahead + 1) : limit;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
-    auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, limit);
+    auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, bound);
     ::chunkpipe::detail::start_flowing_run(r, state, ranges, flowing_, *handout_, last_, queue_, std::move(value));
   }
 

@@ -27,12 +27,13 @@
 namespace chunkpipe {
 namespace detail {
 
-/// What completes flowing run `r` (a SpreadEngine::Run: its `book` and
-/// `tally`), run once it is sealed and its every piece finished, on that
-/// thread: its ticket (`state`) with `value(*r)` (the summary, or a folding
-/// run's result, folded here: it may throw, failing the run), then `last`,
-/// the latest summary, then the retired count of `queue`. The run's error
-/// is moved out of its book and the closure lets go of the run, the value's
+/// What completes flowing run `r` (a SpreadEngine::Run: its `book`,
+/// `tally` and `slots`), run once it is sealed and its every piece
+/// finished, on that thread: its slots go back to the pools; its ticket
+/// (`state`) gets `value(*r)` (the summary, a count, or a folding run's
+/// result, folded here: it may throw, failing the run); then `last`, the
+/// latest summary, then the retired count of `queue`. The run's error is
+/// moved out of its book and the closure lets go of the run, the value's
 /// maker (and what it holds: a folding run's records) and the ticket's
 /// state before retire() wakes a blocking caller, so the last reference to
 /// what was thrown is the caller's (spread_blocking_result). The closure
@@ -42,6 +43,7 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared
                                              LastSpreadRun& last, SpreadQueue& queue, Value value) {
   return [&last, &queue, r = std::move(r), state = std::move(state),
           value = std::optional<Value>(std::move(value))]() mutable noexcept {
+    r->slots.release();  // every piece finished and delivered: the next run may have them
     std::exception_ptr e = r->book.take_error();
     if (!e) {
       try {

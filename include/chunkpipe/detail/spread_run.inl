@@ -45,6 +45,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     spread.handout_->start(this->shared_from_this());
     tally.wait_sealed();
     spread.lanes_->wait_empty();  // its pieces, finished
+    slots.release();              // and delivered: the next run may have them
     // The error moves out of the book: a member's thread may let go of
     // this Run after the caller has its error, and must not drop the
     // last reference to what was thrown (see spread_blocking_result()).

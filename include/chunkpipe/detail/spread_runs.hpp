@@ -3,10 +3,10 @@
 // kinds of queued job, and which flowing runs are open with what ranges.
 // Host-only; tested on the CPU through the spreads of the host backend.
 //
-// A run that keeps to itself (a Source, a Sink, a count, or a profiled
-// run) is a KeptRunJob: its body runs it to the end on the spread's
-// thread. A run of ranges in and ranges out (a fold's records are its
-// own, so a fold of ranges in too) is a FlowRunJob: it
+// A run that keeps to itself (a Source, a Sink, or a profiled run) is a
+// KeptRunJob: its body runs it to the end on the spread's thread. A run of
+// ranges in and ranges out (a count's too: its piece buffers are its own;
+// and a fold of ranges in: its records are its own) is a FlowRunJob: it
 // opens the run and returns, and the run completes when its last piece
 // finishes. FlowingRuns says whether a run may start while the runs
 // before it are still open: only if none of its ranges meets theirs where
