@@ -1166,11 +1166,13 @@ TEST_CASE("waiting for a spread run from inside one is refused, not a deadlock",
 
 namespace {
 // Fma that holds calls on values below -10 (the tagged run's) until the
-// test opens its gate, and counts every other call.
+// test opens its gate, and counts every other call; throws on `bad`.
 struct HeldBelow {
   const std::atomic<bool>* open;
   std::atomic<int>* others;
+  float bad = 1e30f;
   float operator()(float x) const {
+    if (x == bad) throw std::runtime_error("stage failed on purpose");
     if (x < -10.0f) {
       while (!open->load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
     } else {
@@ -1352,37 +1354,44 @@ TEST_CASE("queued spread Filter runs into ranges continue the runs before them a
           "[spread][async][flow][counted]") {
   constexpr float keep_above = OneFilter::keep_above;
   const std::size_t n = 9 * piece_elems + 321;
-  const std::vector<float> x = values(n);
-  OneFilter ref(x);
-  const std::size_t count = ref.count;
-  REQUIRE(count > n / 5);
-  const std::size_t room = count / 2 + 3;
-  std::vector<float> one_buf(count, poison_value);
-  const std::string one_error = thrown_by([&] { (void)ref.one.run(x, host_span(one_buf.data(), room)); });
-  REQUIRE(contains(one_error, "emitted " + std::to_string(count) + " elements"));
+  // Runs into pinned ranges (pieces may pack in place) and into ranges not
+  // declared pinned (every piece through the run's own buffers), each of
+  // its own data, so that a piece buffer two open runs shared would show;
+  // one run's output too short, one run failing on a member.
+  constexpr std::size_t runs = 7, short_one = 3, failing = 5;
+  constexpr float bad = 0.123f;  // in no run but the failing one
+  std::vector<std::vector<float>> x(runs, std::vector<float>(n));
+  for (std::size_t k = 0; k < runs; ++k) {
+    for (std::size_t i = 0; i < n; ++i) x[k][i] = value_at(i + 977 * k);
+    std::replace(x[k].begin(), x[k].end(), bad, 0.0f);
+  }
+  x[failing][4 * piece_elems + 5] = bad;
+  std::vector<std::unique_ptr<OneFilter>> ref;
+  for (std::size_t k = 0; k < runs; ++k) ref.push_back(std::make_unique<OneFilter>(x[k]));
+  const std::size_t room = ref[short_one]->count / 2 + 3;
+  std::vector<float> one_buf(ref[short_one]->count, poison_value);
+  const std::string one_error =
+      thrown_by([&] { (void)ref[short_one]->one.run(x[short_one], host_span(one_buf.data(), room)); });
+  REQUIRE(contains(one_error, "emitted " + std::to_string(ref[short_one]->count) + " elements"));
 
   const std::vector<float> a = tagged(piece_elems);  // one piece, held; keeps nothing
   std::atomic<bool> open{false};
   std::atomic<int> others{0};
   using Keep = HostSpreadPipeline<Map<HeldBelow>, Filter<Above>>;
-  Keep spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}}, Filter<Above>{Above{keep_above}});
+  Keep spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others, bad}},
+              Filter<Above>{Above{keep_above}});
   auto pinned = [](std::vector<float>& v, std::size_t size) { return host_span(v.data(), size, Memory::pinned); };
   std::vector<float> held_out(a.size(), poison_value);
   auto held = spread.run_async(a, held_out);
-  // Runs into pinned ranges (pieces may pack in place) and into ranges not
-  // declared pinned (every piece through the run's own buffers), one of
-  // them too short; each run's pieces go through buffers of its own while
-  // the others' are in flight.
-  constexpr std::size_t runs = 6, short_one = 3;
   std::vector<std::vector<float>> out(runs, std::vector<float>(n, poison_value));
   std::vector<SpreadTicket<std::size_t>> t;
   for (std::size_t k = 0; k < runs; ++k) {
     if (k == short_one) {
-      t.push_back(spread.run_async(x, pinned(out[k], room)));
+      t.push_back(spread.run_async(x[k], pinned(out[k], room)));
     } else if (k % 2 == 1) {
-      t.push_back(spread.run_async(x, out[k]));
+      t.push_back(spread.run_async(x[k], out[k]));
     } else {
-      t.push_back(spread.run_async(x, pinned(out[k], n)));
+      t.push_back(spread.run_async(x[k], pinned(out[k], n)));
     }
   }
   const bool flowed = called_within(others, 5000);
@@ -1392,14 +1401,17 @@ TEST_CASE("queued spread Filter runs into ranges continue the runs before them a
   CHECK(first_held);
   for (std::size_t k = runs; k-- > 0;) {
     INFO("run " << k);
+    const std::size_t count = ref[k]->count;
     if (k == short_one) {
       CHECK(thrown_by([&] { (void)t[k].get(); }) == one_error);
-      CHECK(std::memcmp(out[k].data(), ref.want.data(), room * sizeof(float)) == 0);
+      CHECK(std::memcmp(out[k].data(), ref[k]->want.data(), room * sizeof(float)) == 0);
       CHECK(out[k][room] == poison_value);
+    } else if (k == failing) {
+      CHECK(contains(thrown_by([&] { (void)t[k].get(); }), "stage failed on purpose"));
     } else {
       CHECK(t[k].get() == count);
       CHECK(t[k].summary().written == count);
-      CHECK(std::memcmp(out[k].data(), ref.want.data(), n * sizeof(float)) == 0);  // the tail still poisoned
+      CHECK(std::memcmp(out[k].data(), ref[k]->want.data(), n * sizeof(float)) == 0);  // the tail still poisoned
       if (k % 2 == 1) CHECK(t[k].summary().in_place == 0);
     }
     for (std::size_t j = 0; j < k; ++j) CHECK(t[j].ready());
@@ -1408,6 +1420,43 @@ TEST_CASE("queued spread Filter runs into ranges continue the runs before them a
   CHECK(held.get() == 0);
   CHECK(held_out[0] == poison_value);
   CHECK(t[0].summary().in_place >= 1);  // its first piece knew its offset from the start
+}
+
+TEST_CASE("at most two open spread runs have piece buffers of their own; a run waits only for the runs it meets",
+          "[spread][flow]") {
+  detail::FlowingRuns flowing;
+  std::vector<float> a(100), b(100), c(100);
+  auto ranges = [](std::vector<float>& in, std::vector<float>& out) {
+    return detail::spread_run_ranges(detail::as_inputs(in), detail::as_outputs(out));
+  };
+  const detail::RunRanges ab = ranges(a, b), cc = ranges(c, c), ba = ranges(b, a);
+  std::vector<std::shared_ptr<detail::OpenRuns::Run>> open;
+  std::atomic<int> completed{0};
+  auto complete = [&] { ++completed; };
+  CHECK(flowing.may_flow(&ab, true));
+  open.push_back(flowing.open(ab, true, complete));
+  CHECK(flowing.may_flow(&cc, true));  // the second with buffers of its own
+  open.push_back(flowing.open(cc, true, complete));
+  CHECK_FALSE(flowing.may_flow(&cc, true));  // not a third
+  CHECK_FALSE(flowing.may_flow(nullptr, false));  // a run that keeps to itself waits for all
+  std::vector<float> d(100), e(100);
+  const detail::RunRanges de = ranges(d, e);
+  CHECK(flowing.may_flow(&de, false));  // a run that lands in place still flows
+  CHECK_FALSE(flowing.may_flow(&ba, false));  // it writes what the first reads
+  // The first completes: a third run with buffers may open, and the one
+  // that met only the first flows.
+  std::thread finisher([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    flowing.runs().seal(*open[0]);
+  });
+  flowing.make_way(&ba, true);  // waits for the first alone
+  finisher.join();
+  CHECK(open[0]->completed());
+  CHECK_FALSE(open[1]->completed());
+  CHECK(flowing.may_flow(&ba, true));
+  flowing.runs().seal(*open[1]);
+  flowing.make_way(nullptr, false);
+  CHECK(completed == 2);
 }
 
 TEST_CASE("open spread runs complete in the order they started, each once, whoever finishes their pieces",

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <utility>
 
 namespace chunkpipe {
@@ -24,9 +25,10 @@ namespace detail {
 
 /// One run's piece geometry and its view of the spread's piece buffers
 /// (Buffer<unsigned char>: see PiecePools), those of a group lent to the
-/// run alone. The numbers are fixed when the run is made; the buffers are
-/// made or grown when first needed, under the pools' lock, so any thread
-/// may ask for a slot.
+/// run alone when it first asks for a slot (a run of ranges that lands in
+/// place never does). The numbers are fixed when the run is made; the
+/// buffers are made or grown when first needed, under the pools' lock, so
+/// any thread may ask for a slot.
 template <template <class> class Buffer>
 class PieceSlots {
  public:
@@ -38,15 +40,17 @@ class PieceSlots {
   /// elements (the members' chunk); `per`: input elements per output
   /// record, at least 1; `bound`: pieces taken and not yet delivered, at
   /// most; `outs`: output buffers a piece needs (an Emit's outputs).
-  /// Takes a group of the pools' slots (PiecePools::lend_group), until
-  /// release() or its end. Throws std::bad_alloc.
   PieceSlots(PiecePools<Buffer>& pools, std::size_t piece, std::size_t unit, std::size_t per, std::size_t bound,
-             std::size_t outs)
-      : pools_(pools), group_(pools.lend_group()), piece_(piece), unit_(unit), per_(per), bound_(bound), outs_(outs) {}
+             std::size_t outs) noexcept
+      : pools_(pools), piece_(piece), unit_(unit), per_(per), bound_(bound), outs_(outs) {}
 
-  /// Gives the group back to the pools, for the next run: once every piece
-  /// is delivered (nothing asks for a slot after). Never throws.
-  void release() noexcept { group_.first.reset(); }
+  /// Gives the group of slots back to the pools (PiecePools::lend_group),
+  /// for the next run: once every piece is delivered (nothing asks for a
+  /// slot after). Never throws.
+  void release() noexcept {
+    std::lock_guard<std::mutex> lock(mutex_);
+    group_.first.reset();
+  }
 
   std::size_t piece() const noexcept { return piece_; }
   std::size_t unit() const noexcept { return unit_; }
@@ -63,12 +67,12 @@ class PieceSlots {
   /// lock; throws what Buffer throws (the slot is then unchanged).
   template <class T>
   T* input(std::size_t p) {
-    return reinterpret_cast<T*>(pools_.input(group_.second, p % bound_, piece_ * sizeof(T)));
+    return reinterpret_cast<T*>(pools_.input(group(), p % bound_, piece_ * sizeof(T)));
   }
   /// Output `o` of piece p, the records of a piece of T; as input().
   template <class T>
   T* output(std::size_t p, std::size_t o = 0) {
-    return reinterpret_cast<T*>(pools_.output(group_.second, (p % bound_) * outs_ + o, records(piece_) * sizeof(T)));
+    return reinterpret_cast<T*>(pools_.output(group(), (p % bound_) * outs_ + o, records(piece_) * sizeof(T)));
   }
 
   /// The spread's copy team, to copy out of these slots with (started by
@@ -76,8 +80,16 @@ class PieceSlots {
   CopyTeam& copy_team() { return pools_.copy_team(); }
 
  private:
+  // The run's group, lent by the first call. Throws std::bad_alloc.
+  std::size_t group() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!group_.first) group_ = pools_.lend_group();
+    return group_.second;
+  }
+
   PiecePools<Buffer>& pools_;
-  std::pair<std::shared_ptr<void>, std::size_t> group_;  // its owner (null once released) and number
+  std::mutex mutex_;                                     // held only to lend or release the group
+  std::pair<std::shared_ptr<void>, std::size_t> group_;  // its owner (null until lent, and once released), number
   const std::size_t piece_, unit_, per_, bound_, outs_;
 };
 

@@ -222,8 +222,8 @@ class SpreadEngine {
           }
         };
         return enqueue(state,
-                       std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(last_, flowing_.runs(), state,
-                                                                                std::move(begin), std::move(ranges)),
+                       std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(
+                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges), counted_),
                        std::move(after));
       }
     }
@@ -319,13 +319,15 @@ class SpreadEngine {
   static std::vector<std::function<void()>> no_after() { return {}; }
 
   // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
-  // run that keeps to itself starts once every piece in flight finished
-  // (so the piece buffers and the members' schedules are its own); a flowing run starts at once unless its ranges
-  // meet an unfinished run's where either writes. The members' threads
-  // take the pieces (Handout) and their lanes finish them (MemberLanes),
-  // completing flowing runs (OpenRuns).
+  // run that keeps to itself starts once every run before it is complete
+  // (its Source is read and its Sink fed on this thread, and a profiled
+  // run's timeline is its own); a flowing run starts once no open run's
+  // ranges meet its own where either writes and, for a count, fewer than
+  // FlowingRuns::slot_runs counts are open (FlowingRuns::make_way). The
+  // members' threads take the pieces (Handout) and their lanes finish them
+  // (MemberLanes), completing flowing runs (OpenRuns).
   bool start(SpreadQueue::Job& job) {
-    if (!flowing_.may_flow(job.flows)) flowing_.runs().wait_idle();  // every run started before is complete
+    flowing_.make_way(job.flows, job.slots);
     return job.run();
   }
 
@@ -339,12 +341,13 @@ class SpreadEngine {
                   const RunRanges& ranges, Value value) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = (n + piece - 1) / piece;
-    // A count's pieces go through its slots in order (run_sides' bound);
-    // pieces that land in place need none.
+    // A count's pieces go through its slots, delivered in order (run_sides'
+    // bound); other runs' pieces land in place, whatever their number.
     const std::size_t bound = counted_ ? members_.size() * (ahead + 1) : limit;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
     auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, bound);
-    ::chunkpipe::detail::start_flowing_run(r, state, ranges, flowing_, *handout_, last_, queue_, std::move(value));
+    ::chunkpipe::detail::start_flowing_run(r, state, ranges, counted_, flowing_, *handout_, last_, queue_,
+                                           std::move(value));
   }
 
 

@@ -339,6 +339,11 @@ class OpenRuns {
     std::unique_lock<std::mutex> lock(mutex_);
     idle_.wait(lock, [&] { return open_.empty() && !completing_; });
   }
+  /// Blocks until `r` is complete (its completion returned).
+  void wait_completed(const Run& r) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    idle_.wait(lock, [&] { return r.completed(); });
+  }
   /// Runs started and not yet complete.
   std::size_t size() const {
     std::lock_guard<std::mutex> lock(mutex_);

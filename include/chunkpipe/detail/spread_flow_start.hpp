@@ -62,8 +62,9 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared
   };
 }
 
-/// Starts flowing run `r` over `ranges`: opens it after every run opened
-/// before (its `open` is set; it completes through
+/// Starts flowing run `r` over `ranges` (`slots`: its pieces go through
+/// piece buffers of its own, FlowingRuns::may_flow): opens it after every
+/// run opened before (its `open` is set; it completes through
 /// spread_flow_completion, with `value`), then the members' threads take its pieces once
 /// they have none left of the runs before it (`handout`). On the run
 /// thread; never waits. Throws only before the run is open (and then
@@ -71,9 +72,10 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared
 /// its completion, in queue order.
 template <class Run, class R, class Value>
 void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<SpreadRunState<R>>& state,
-                       const RunRanges& ranges, FlowingRuns& flowing, Handout& handout, LastSpreadRun& last,
-                       SpreadQueue& queue, Value value) {
-  r->open = flowing.open(ranges, ::chunkpipe::detail::spread_flow_completion(r, state, last, queue, std::move(value)));
+                       const RunRanges& ranges, bool slots, FlowingRuns& flowing, Handout& handout,
+                       LastSpreadRun& last, SpreadQueue& queue, Value value) {
+  r->open = flowing.open(ranges, slots,
+                         ::chunkpipe::detail::spread_flow_completion(r, state, last, queue, std::move(value)));
   try {
     handout.start(r);
   } catch (...) {  // no member will take it: it is sealed with its error

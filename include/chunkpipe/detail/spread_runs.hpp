@@ -88,9 +88,10 @@ struct KeptRunJob final : SpreadQueue::Job {
 template <class R, class Start>
 struct FlowRunJob final : SpreadQueue::Job {
   FlowRunJob(LastSpreadRun& last, OpenRuns& open, std::shared_ptr<SpreadRunState<R>> st, Start start,
-             RunRanges ranges)
+             RunRanges ranges, bool slots = false)
       : last_(last), open_(open), state_(std::move(st)), start_(std::move(start)), ranges_(std::move(ranges)) {
     this->flows = &ranges_;
+    this->slots = slots;
   }
 
   bool run() noexcept override {
@@ -119,44 +120,73 @@ struct FlowRunJob final : SpreadQueue::Job {
 /// from any thread (OpenRuns is thread-safe).
 class FlowingRuns {
  public:
+  /// Open runs whose pieces go through piece buffers of their own, at most:
+  /// the one finishing and the one after it, so that a queue of counts
+  /// continues from run to run with twice the buffers of one run, not a
+  /// group of buffers for every run queued (PiecePools::lend_group).
+  static constexpr std::size_t slot_runs = 2;
+
   OpenRuns& runs() noexcept { return open_; }
 
   /// Whether a run with ranges `flows` (null: a run that keeps to itself,
   /// never) may start while the runs opened before it are not complete:
   /// none of its ranges meets an open run's where either writes (a run
   /// that reads what another writes, or writes what another reads or
-  /// writes, waits for it, as one pipeline's derived waits order them).
-  bool may_flow(const RunRanges* flows) {
-    while (!ranges_.empty() && (!ranges_.front().first || ranges_.front().first->completed())) ranges_.pop_front();
+  /// writes, waits for it, as one pipeline's derived waits order them),
+  /// and, for a run with `slots` of its own (SpreadQueue::Job::slots),
+  /// fewer than slot_runs such runs are open.
+  bool may_flow(const RunRanges* flows, bool slots) {
+    while (!open_runs_.empty() && (!open_runs_.front().run || open_runs_.front().run->completed())) {
+      open_runs_.pop_front();
+    }
     if (flows == nullptr) return false;
-    for (const auto& [open, ranges] : ranges_) {
-      if (!open || open->completed()) continue;
+    std::size_t with_slots = 0;
+    for (const Entry& e : open_runs_) {
+      if (!e.run || e.run->completed()) continue;
+      with_slots += e.slots;
       for (const RangeRef& a : flows->ranges()) {
-        for (const RangeRef& b : ranges.ranges()) {
+        for (const RangeRef& b : e.ranges.ranges()) {
           if ((a.output || b.output) && a.overlaps(b)) return false;
         }
       }
     }
-    return true;
+    return !slots || with_slots < slot_runs;
   }
 
-  /// Opens a run over `ranges`, after every run opened before it;
-  /// `complete` (which must not throw) runs once it is sealed and its every
-  /// piece finished (OpenRuns). Throws with nothing opened.
-  std::shared_ptr<OpenRuns::Run> open(const RunRanges& ranges, std::function<void()> complete) {
-    ranges_.emplace_back(nullptr, ranges);
+  /// Blocks until a run as for may_flow() may start: for one that keeps to
+  /// itself, until every open run is complete; for one that flows, until
+  /// the open runs that stop it (the oldest first) are. Never throws.
+  void make_way(const RunRanges* flows, bool slots) {
+    if (flows == nullptr) {
+      open_.wait_idle();
+      return;
+    }
+    while (!may_flow(flows, slots)) open_.wait_completed(*open_runs_.front().run);
+  }
+
+  /// Opens a run over `ranges` (with `slots` of its own, as for may_flow),
+  /// after every run opened before it; `complete` (which must not throw)
+  /// runs once it is sealed and its every piece finished (OpenRuns).
+  /// Throws with nothing opened.
+  std::shared_ptr<OpenRuns::Run> open(const RunRanges& ranges, bool slots, std::function<void()> complete) {
+    open_runs_.push_back(Entry{nullptr, ranges, slots});
     try {
-      ranges_.back().first = open_.open(std::move(complete));
+      open_runs_.back().run = open_.open(std::move(complete));
     } catch (...) {
-      ranges_.pop_back();
+      open_runs_.pop_back();
       throw;
     }
-    return ranges_.back().first;
+    return open_runs_.back().run;
   }
 
  private:
+  struct Entry {
+    std::shared_ptr<OpenRuns::Run> run;
+    RunRanges ranges;
+    bool slots;
+  };
   OpenRuns open_;
-  std::deque<std::pair<std::shared_ptr<OpenRuns::Run>, RunRanges>> ranges_;  // the queue thread's
+  std::deque<Entry> open_runs_;  // the queue thread's
 };
 
 /// A spread run's ranges, refused for the whole run where they overlap, as
