@@ -157,11 +157,11 @@ struct SpreadShape {
   /// in queue order; empty: one run of work.elems. work.elems is then
   /// ignored.
   std::vector<std::size_t> runs;
-  /// Whether a run continues the one before it (ranges in and ranges out,
-  /// a Filter's, Emit's, Reduce's or Accumulate's included: its pieces go
-  /// to members while the earlier run's are in flight), or starts once it
-  /// is complete (a Source or Sink run, or a profiled one: every member
-  /// starts it afresh).
+  /// Whether a run continues the one before it (ranges or a Source in and
+  /// ranges out, a Filter's, Emit's, Reduce's or Accumulate's included:
+  /// its pieces go to members while the earlier run's are in flight), or
+  /// starts once it is complete (a Sink's run, or a profiled one: every
+  /// member starts it afresh).
   bool flows = true;
   /// Each member's device (Options::devices); members that list the same
   /// one share its link and its GPU, so their pieces take turns on one

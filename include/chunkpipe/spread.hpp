@@ -154,13 +154,14 @@ class Spread {
   /// out continues the runs before it: its pieces start while theirs are
   /// still in flight, unless its ranges meet theirs where either writes,
   /// in which case it waits for them (so a run may read what a run queued
-  /// before it writes); so do a Filter's or an Emit's run into ranges
-  /// (its piece buffers are its own: at most two such runs are open at
-  /// once, so a spread may hold twice one run's piece buffers) and a
-  /// Reduce's or an Accumulate's run(in) of ranges (its records are its
-  /// own). Runs with a Source or a Sink, and profiled runs, start once the
-  /// runs before them are complete; a run ordered after(...) something
-  /// holds the runs queued after it until it starts.
+  /// before it writes); so do a run from a Source into ranges (its Source
+  /// is read once the Sources queued before it ended) and a Filter's or an
+  /// Emit's run into ranges (the piece buffers of such runs are their own:
+  /// at most two of them are open at once, so a spread may hold twice one
+  /// run's piece buffers), and a Reduce's or an Accumulate's run(in) of
+  /// ranges (its records are its own). Runs with a Sink, and profiled
+  /// runs, start once the runs before them are complete; a run ordered
+  /// after(...) something holds the runs queued after it until it starts.
   /// The ranges, and what a Source or Sink refers to, must stay alive and
   /// untouched until the run is complete. A Sink's finish() (or abort()) is
   /// called on the spread's thread as the run ends, before its ticket is

@@ -1422,6 +1422,62 @@ TEST_CASE("queued spread Filter runs into ranges continue the runs before them a
   CHECK(t[0].summary().in_place >= 1);  // its first piece knew its offset from the start
 }
 
+TEST_CASE("queued spread runs from a Source continue the runs before them; Sources are read in queue order",
+          "[spread][async][flow][source]") {
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held
+  const std::size_t n = 6 * piece_elems + 345;
+  const std::vector<float> x = values(n);
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  // Each Source call logs its run, in the order the calls were made.
+  std::mutex m;
+  std::vector<int> reads;
+  auto logged = [&](int run) {
+    return source<float>([&, run, next = std::size_t{0}](std::size_t, ::cuda::std::span<float> slot) mutable {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        reads.push_back(run);
+      }
+      const std::size_t k = std::min(slot.size(), x.size() - next);
+      std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k),
+                slot.begin());
+      next += k;
+      return k;
+    });
+  };
+  std::vector<float> held_out(a.size(), poison_value), b(n, poison_value), c(n, poison_value), d(n, poison_value);
+  std::vector<float> short_out(n / 2, poison_value);
+  auto t0 = spread.run_async(a, held_out);
+  auto t1 = spread.run_async(logged(1), b);
+  auto t2 = spread.run_async(logged(2), short_out);  // the Source produces more than it holds
+  auto t3 = spread.run_async(logged(3), c);
+  auto t4 = spread.run_async(x, d);
+  const bool flowed = called_within(others, 5000);
+  const bool first_held = !t0.ready() && !t1.ready();
+  open = true;
+  CHECK(flowed);
+  CHECK(first_held);
+  const SpreadSummary s4 = t4.get();
+  for (const auto* t : {&t0, &t1, &t2, &t3}) CHECK(t->ready());  // in order
+  CHECK(contains(thrown_by([&] { t2.wait(); }), "the source produced more than the " + std::to_string(n / 2)));
+  CHECK(t1.summary().elems == n);
+  CHECK(t1.summary().chunks == (n + 999) / 1000);
+  CHECK(t3.summary().elems == n);
+  CHECK(s4.elems == n);
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(b[i] == twice(x[i]));
+    REQUIRE(c[i] == twice(x[i]));
+    REQUIRE(d[i] == twice(x[i]));
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(held_out[i] == twice(a[i]));
+  // Each Source was read after the one queued before it had ended.
+  std::lock_guard<std::mutex> lock(m);
+  CHECK(std::is_sorted(reads.begin(), reads.end()));
+  CHECK(std::count(reads.begin(), reads.end(), 1) > 6);
+  CHECK(std::count(reads.begin(), reads.end(), 3) > 6);
+}
+
 TEST_CASE("at most two open spread runs have piece buffers of their own; a run waits only for the runs it meets",
           "[spread][flow]") {
   detail::FlowingRuns flowing;

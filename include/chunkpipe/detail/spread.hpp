@@ -65,9 +65,12 @@
 // PiecePools::lend_group; its count is known once its last piece is
 // delivered) and a fold of ranges in (its records are a buffer lent to it
 // alone, PiecePools::lend_records, folded on the thread that finishes its
-// last piece). A run with a Source or a Sink, or a profiled run, keeps to
-// itself: it starts once every run before it is complete (a Source is read
-// and a Sink fed on the run thread, one run at a time). run() behaves as
+// last piece), and a run from a Source into ranges (its input pieces are a
+// group lent to it alone; the members take its pieces, and so read its
+// Source, once every run before it has none left, so Sources are read in
+// queue order). A run with a Sink, or a profiled run, keeps to itself: it
+// starts once every run before it is complete (a Sink is finished on the
+// run thread, one run at a time, so Sinks are fed in queue order). run() behaves as
 // run_async().get().
 #pragma once
 
@@ -202,10 +205,12 @@ class SpreadEngine {
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, outs);
     std::vector<std::function<void()>> after = take_after();  // once the run is known good
-    if constexpr (!is_source<decltype(ins)>::value && !is_sink<decltype(outs)>::value) {
-      // Ranges in, ranges out: the run may continue into the runs before
-      // it (start_flow). A profiled run keeps to itself: its report is one
-      // run's timeline.
+    if constexpr (!is_sink<decltype(outs)>::value) {
+      // Ranges or a Source in, ranges out: the run may continue into the
+      // runs before it (start_flow); a Source is read once every run
+      // before it read its own (Handout takes a run's pieces once the
+      // older runs have none left). A profiled run keeps to itself: its
+      // report is one run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
         auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
@@ -223,7 +228,8 @@ class SpreadEngine {
         };
         return enqueue(state,
                        std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(
-                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges), counted_),
+                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges),
+                           counted_ || is_source<decltype(ins)>::value),
                        std::move(after));
       }
     }
@@ -320,10 +326,11 @@ class SpreadEngine {
 
   // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
   // run that keeps to itself starts once every run before it is complete
-  // (its Source is read and its Sink fed on this thread, and a profiled
-  // run's timeline is its own); a flowing run starts once no open run's
-  // ranges meet its own where either writes and, for a count, fewer than
-  // FlowingRuns::slot_runs counts are open (FlowingRuns::make_way). The
+  // (its Sink is finished on this thread, and a profiled run's timeline is
+  // its own); a flowing run starts once no open run's ranges meet its own
+  // where either writes and, for one with piece buffers of its own (a
+  // count, a Source), fewer than FlowingRuns::slot_runs such runs are open
+  // (FlowingRuns::make_way). The
   // members' threads take the pieces (Handout) and their lanes finish them
   // (MemberLanes), completing flowing runs (OpenRuns).
   bool start(SpreadQueue::Job& job) {
@@ -340,13 +347,15 @@ class SpreadEngine {
   void start_flow(const std::shared_ptr<SpreadRunState<R>>& state, InSide ins, OutSide outs, std::size_t n,
                   const RunRanges& ranges, Value value) {
     const std::size_t piece = piece_elems();
-    const std::size_t limit = (n + piece - 1) / piece;
-    // A count's pieces go through its slots, delivered in order (run_sides'
-    // bound); other runs' pieces land in place, whatever their number.
-    const std::size_t bound = counted_ ? members_.size() * (ahead + 1) : limit;
+    const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
+    // A Source's and a count's pieces go through its slots, delivered in
+    // order (run_sides' bound); other runs' pieces land in place, whatever
+    // their number.
+    constexpr bool slots = counted_ || is_source<InSide>::value;
+    const std::size_t bound = slots ? members_.size() * (ahead + 1) : limit;
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
     auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, bound);
-    ::chunkpipe::detail::start_flowing_run(r, state, ranges, counted_, flowing_, *handout_, last_, queue_,
+    ::chunkpipe::detail::start_flowing_run(r, state, ranges, slots, flowing_, *handout_, last_, queue_,
                                            std::move(value));
   }
 

@@ -36,8 +36,8 @@ class SpreadQueue {
     /// in, ranges out); null: the runs before it must be complete first.
     const RunRanges* flows = nullptr;
     /// Whether a run that continues puts its pieces through piece buffers
-    /// of its own (a count into ranges: FlowingRuns bounds how many such
-    /// runs are open at once).
+    /// of its own (a count into ranges, a Source's run: FlowingRuns bounds
+    /// how many such runs are open at once).
     bool slots = false;
     /// What the run starts after (after(...)): each call blocks until that
     /// work ended, done or failed, and never throws.

@@ -92,8 +92,11 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
   void wait_room() noexcept override { book.wait_room(); }
   void sealed() noexcept override {
     if (open) {
-      tally.summary().elems = n;  // a flowing run: its pieces finish later, and complete it
-      tally.summary().chunks = slots.units(n);
+      // A flowing run: its pieces finish later, and complete it. A
+      // Source's reading is over (every member found its end).
+      const std::size_t elems = sourced ? source->read() : n;
+      tally.summary().elems = elems;
+      tally.summary().chunks = slots.units(elems);
       spread.flowing_.runs().seal(*open);
       return;
     }

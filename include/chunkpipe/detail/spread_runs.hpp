@@ -3,9 +3,9 @@
 // kinds of queued job, and which flowing runs are open with what ranges.
 // Host-only; tested on the CPU through the spreads of the host backend.
 //
-// A run that keeps to itself (a Source, a Sink, or a profiled run) is a
-// KeptRunJob: its body runs it to the end on the spread's thread. A run of
-// ranges in and ranges out (a count's too: its piece buffers are its own;
+// A run that keeps to itself (a Sink's, or a profiled run) is a KeptRunJob:
+// its body runs it to the end on the spread's thread. A run of ranges or a
+// Source in and ranges out (a count's too: its piece buffers are its own;
 // and a fold of ranges in: its records are its own) is a FlowRunJob: it
 // opens the run and returns, and the run completes when its last piece
 // finishes. FlowingRuns says whether a run may start while the runs
@@ -120,10 +120,11 @@ struct FlowRunJob final : SpreadQueue::Job {
 /// from any thread (OpenRuns is thread-safe).
 class FlowingRuns {
  public:
-  /// Open runs whose pieces go through piece buffers of their own, at most:
-  /// the one finishing and the one after it, so that a queue of counts
-  /// continues from run to run with twice the buffers of one run, not a
-  /// group of buffers for every run queued (PiecePools::lend_group).
+  /// Open runs whose pieces go through piece buffers of their own (counts,
+  /// Sources), at most: the one finishing and the one after it, so that a
+  /// queue of them continues from run to run with twice the buffers of one
+  /// run, not a group of buffers for every run queued
+  /// (PiecePools::lend_group).
   static constexpr std::size_t slot_runs = 2;
 
   OpenRuns& runs() noexcept { return open_; }
@@ -191,16 +192,19 @@ class FlowingRuns {
 
 /// A spread run's ranges, refused for the whole run where they overlap, as
 /// one pipeline refuses them, before any piece runs (the members see only
-/// their pieces). None for a run with a Source or a Sink side.
+/// their pieces): a Source's run has its outputs alone, and a Sink's none
+/// (it never flows).
 template <class InSide, class OutSide>
 RunRanges spread_run_ranges(const InSide& ins, const OutSide& outs) {
-  if constexpr (!is_source<InSide>::value && !is_sink<OutSide>::value) {
+  if constexpr (is_sink<OutSide>::value) {
+    return RunRanges(Endpoints{});
+  } else if constexpr (is_source<InSide>::value) {
+    return ::chunkpipe::detail::spread_run_ranges(Inputs<>{}, outs);
+  } else {
     auto direct = [](const auto&) { return false; };
     RunRanges ranges(::chunkpipe::detail::make_endpoints(ins, outs, direct));
     ::chunkpipe::detail::check_run_ranges(ranges);
     return ranges;
-  } else {
-    return RunRanges(Endpoints{});
   }
 }
 
