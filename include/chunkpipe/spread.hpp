@@ -155,7 +155,10 @@ class Spread {
   /// still in flight, unless its ranges meet theirs where either writes,
   /// in which case it waits for them (so a run may read what a run queued
   /// before it writes); so do a run from a Source into ranges (its Source
-  /// is read once the Sources queued before it ended) and a Filter's or an
+  /// is read once the Sources queued before it ended, but may be read
+  /// while earlier runs still write: a Source that reads what a run queued
+  /// before it writes must be ordered after(ticket) that run; on a Scan's
+  /// spread, a Source's run keeps to itself) and a Filter's or an
   /// Emit's run into ranges (the piece buffers of such runs are their own:
   /// at most two of them are open at once, so a spread may hold twice one
   /// run's piece buffers), and a Reduce's or an Accumulate's run(in) of

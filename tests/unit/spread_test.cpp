@@ -866,6 +866,42 @@ TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one m
       for (std::size_t i = 0; i < ins[b].size(); ++i) off += bits(outs[b][i]) == bits(wants[b][i]) ? 0 : 1;
       CHECK(off == 0);
     }
+    // Queued runs from Sources keep to themselves on a carrying spread
+    // (its members take whole runs): each Source is read after the one
+    // before it ended, never beside it.
+    std::mutex m;
+    std::vector<std::size_t> reads;
+    std::atomic<int> inside{0};
+    std::atomic<bool> overlapped{false};
+    auto logged = [&](std::size_t b) {
+      return source<float>([&, b, next = std::size_t{0}](std::size_t, ::cuda::std::span<float> slot) mutable {
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        {
+          std::lock_guard<std::mutex> lock(m);
+          reads.push_back(b);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        inside.fetch_sub(1);
+        const std::size_t k = std::min(slot.size(), ins[b].size() - next);
+        std::copy(ins[b].begin() + static_cast<std::ptrdiff_t>(next),
+                  ins[b].begin() + static_cast<std::ptrdiff_t>(next + k), slot.begin());
+        next += k;
+        return k;
+      });
+    };
+    tickets.clear();
+    for (std::size_t b = 0; b < ins.size(); ++b) {
+      outs[b] = poisoned<float>(ins[b].size());
+      tickets.push_back(spread.run_async(logged(b), pinned(outs[b])));
+    }
+    for (std::size_t b = 0; b < ins.size(); ++b) {
+      tickets[b].wait();
+      std::size_t off = 0;
+      for (std::size_t i = 0; i < ins[b].size(); ++i) off += bits(outs[b][i]) == bits(wants[b][i]) ? 0 : 1;
+      CHECK(off == 0);
+    }
+    CHECK_FALSE(overlapped.load());
+    CHECK(std::is_sorted(reads.begin(), reads.end()));
   }
 }
 
@@ -1120,6 +1156,22 @@ TEST_CASE("a queued spread run lets go of its Source and Sink before its ticket 
     REQUIRE(token.use_count() == 1);  // every copy destroyed by now
   }
   for (std::size_t i = 0; i < n; ++i) REQUIRE(got[i] == twice(x[i]));
+  // A run from a Source into ranges continues the runs before it, and
+  // lets go of its Source when it completes, before its ticket is ready.
+  for (int round = 0; round < 50; ++round) {
+    std::fill(got.begin(), got.end(), poison_value);
+    std::size_t next = 0;
+    auto src = source<float>([&, token](std::size_t, ::cuda::std::span<float> slot) {
+      const std::size_t k = std::min(slot.size(), n - next);
+      std::memcpy(slot.data(), x.data() + next, k * sizeof(float));
+      next += k;
+      return k;
+    });
+    auto t = spread.run_async(std::move(src), got);
+    t.wait();
+    REQUIRE(token.use_count() == 1);
+    for (std::size_t i = 0; i < n; i += 97) REQUIRE(got[i] == twice(x[i]));
+  }
 }
 
 namespace {
@@ -1478,6 +1530,55 @@ TEST_CASE("queued spread runs from a Source continue the runs before them; Sourc
   CHECK(std::count(reads.begin(), reads.end(), 3) > 6);
 }
 
+TEST_CASE("a queued Source that throws is never called again, and the next run's Source only after it returned",
+          "[spread][async][flow][source][errors]") {
+  const std::size_t n = 6 * piece_elems + 345;
+  const std::vector<float> x = values(n);
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{Stalling{&calls, 20}});
+  for (int round = 0; round < 10; ++round) {
+    std::mutex m;
+    std::vector<int> reads;     // each call's run, in call order
+    std::atomic<int> inside{0};  // calls in progress, of any run
+    std::atomic<bool> overlapped{false};
+    // Run `run`'s Source; run 1's throws at its chunk 20 (its third piece).
+    auto logged = [&](int run) {
+      return source<float>([&, run, next = std::size_t{0}, chunk = 0](std::size_t,
+                                                                       ::cuda::std::span<float> slot) mutable {
+        if (inside.fetch_add(1) != 0) overlapped = true;
+        {
+          std::lock_guard<std::mutex> lock(m);
+          reads.push_back(run);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+        inside.fetch_sub(1);
+        if (run == 1 && chunk++ == 20) throw std::runtime_error("source failed on purpose");
+        const std::size_t k = std::min(slot.size(), x.size() - next);
+        std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k),
+                  slot.begin());
+        next += k;
+        return k;
+      });
+    };
+    std::vector<float> a(n, poison_value), b(n, poison_value), c(n, poison_value);
+    auto t0 = spread.run_async(logged(0), a);
+    auto t1 = spread.run_async(logged(1), b);
+    auto t2 = spread.run_async(logged(2), c);
+    t2.wait();
+    CHECK(t0.summary().elems == n);
+    CHECK(contains(thrown_by([&] { t1.wait(); }), "source failed on purpose"));
+    CHECK(t2.summary().elems == n);
+    for (std::size_t i = 0; i < n; i += 101) {
+      REQUIRE(a[i] == twice(x[i]));
+      REQUIRE(c[i] == twice(x[i]));
+    }
+    std::lock_guard<std::mutex> lock(m);
+    CHECK_FALSE(overlapped.load());
+    CHECK(std::is_sorted(reads.begin(), reads.end()));
+    CHECK(std::count(reads.begin(), reads.end(), 1) == 21);  // none after the one that threw
+  }
+}
+
 TEST_CASE("at most two open spread runs have piece buffers of their own; a run waits only for the runs it meets",
           "[spread][flow]") {
   detail::FlowingRuns flowing;
@@ -1506,8 +1607,8 @@ TEST_CASE("at most two open spread runs have piece buffers of their own; a run w
     flowing.runs().seal(*open[0]);
   });
   flowing.make_way(&ba, true);  // waits for the first alone
-  finisher.join();
   CHECK(open[0]->completed());
+  finisher.join();
   CHECK_FALSE(open[1]->completed());
   CHECK(flowing.may_flow(&ba, true));
   flowing.runs().seal(*open[1]);

@@ -40,22 +40,40 @@ class PieceSource {
     if (ended_) return PieceBook::Take::none;
     const PieceBook::Take t = book.try_take(p);
     if (t != PieceBook::Take::got) return t;
-    T* to = dst(p);
-    std::size_t got = 0;
-    for (std::size_t c = 0; c < units; ++c) {
-      if (book.error()) return PieceBook::Take::none;
-      const std::size_t wrote = windows_.fill(to + c * unit, unit);
-      got += wrote;
-      if (wrote < unit) {
-        ended_ = true;
-        break;
+    try {
+      T* to = dst(p);
+      std::size_t got = 0;
+      for (std::size_t c = 0; c < units; ++c) {
+        if (book.error()) return PieceBook::Take::none;
+        const std::size_t wrote = windows_.fill(to + c * unit, unit);
+        got += wrote;
+        if (wrote < unit) {
+          ended_ = true;
+          break;
+        }
       }
+      check(p * units * unit + got);
+      lengths_[p % lengths_.size()] = got;
+      read_ += got;
+    } catch (...) {
+      // Stopped before the lock goes: no member calls the Source again
+      // (a member waiting for the lock finds it ended), and the members
+      // go on to the next run's Source only after this one's last call.
+      ended_ = true;
+      book.stop(std::current_exception());
+      throw;
     }
-    check(p * units * unit + got);
-    lengths_[p % lengths_.size()] = got;
-    read_ += got;
     if (ended_) book.end_after(p);
     return PieceBook::Take::got;
+  }
+
+  /// No more reading: waits for a read in progress (another member's) to
+  /// return, then marks the Source ended. For an error outside take() (a
+  /// piece that could not be issued), so that the next run's Source is
+  /// never called while this one's is. Never throws.
+  void stop() noexcept {
+    std::lock_guard<std::mutex> reading(mutex_);
+    ended_ = true;
   }
 
   /// Piece p's length, once it was taken (and until `bound` pieces later).

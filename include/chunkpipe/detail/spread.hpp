@@ -68,7 +68,9 @@
 // last piece), and a run from a Source into ranges (its input pieces are a
 // group lent to it alone; the members take its pieces, and so read its
 // Source, once every run before it has none left, so Sources are read in
-// queue order). A run with a Sink, or a profiled run, keeps to itself: it
+// queue order; not on a carrying spread, whose members take whole runs;
+// what a Source reads is not among the checked ranges: after(...) orders
+// it). A run with a Sink, or a profiled run, keeps to itself: it
 // starts once every run before it is complete (a Sink is finished on the
 // run thread, one run at a time, so Sinks are fed in queue order). run() behaves as
 // run_async().get().
@@ -205,12 +207,15 @@ class SpreadEngine {
     const std::size_t n = validate_run(ins, outs, counted_ ? 0 : per_record_);
     RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, outs);
     std::vector<std::function<void()>> after = take_after();  // once the run is known good
-    if constexpr (!is_sink<decltype(outs)>::value) {
+    constexpr bool sourced = is_source<decltype(ins)>::value;
+    if constexpr (!is_sink<decltype(outs)>::value && !(sourced && member_front<Member>::carries)) {
       // Ranges or a Source in, ranges out: the run may continue into the
       // runs before it (start_flow); a Source is read once every run
       // before it read its own (Handout takes a run's pieces once the
-      // older runs have none left). A profiled run keeps to itself: its
-      // report is one run's timeline.
+      // older runs have none left; PieceSource stops for good on an
+      // error). Not on a carrying spread, whose Handout gives a run's
+      // pieces to one member and the next run's to the others at once. A
+      // profiled run keeps to itself: its report is one run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
         auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
@@ -228,8 +233,7 @@ class SpreadEngine {
         };
         return enqueue(state,
                        std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(
-                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges),
-                           counted_ || is_source<decltype(ins)>::value),
+                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges), counted_ || sourced),
                        std::move(after));
       }
     }

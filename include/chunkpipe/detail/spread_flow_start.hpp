@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// How a flowing spread run (ranges in, ranges out; detail/spread.hpp) is
-// started and completed: it is opened among the runs still in flight
+// How a flowing spread run (ranges or a Source in, ranges out;
+// detail/spread.hpp) is started and completed: it is opened among the runs still in flight
 // (FlowingRuns, OpenRuns), handed to the members' threads (Handout), and
 // completed on whichever thread finishes its last piece. Host-only; tested
 // on the CPU through the spread's tests (under ThreadSanitizer too).
@@ -28,11 +28,12 @@ namespace chunkpipe {
 namespace detail {
 
 /// What completes flowing run `r` (a SpreadEngine::Run: its `book`,
-/// `tally` and `slots`), run once it is sealed and its every piece
-/// finished, on that thread: its slots go back to the pools; its ticket
-/// (`state`) gets `value(*r)` (the summary, a count, or a folding run's
-/// result, folded here: it may throw, failing the run); then `last`, the
-/// latest summary, then the retired count of `queue`. The run's error is
+/// `tally`, `slots` and let_go()), run once it is sealed and its every
+/// piece finished, on that thread: its slots go back to the pools; its
+/// value is `value(*r)` (the summary, a count, or a folding run's result,
+/// folded here: it may throw, failing the run); the run lets go of its
+/// Source and sides; then `last`, the latest summary, its ticket (`state`)
+/// and the retired count of `queue`. The run's error is
 /// moved out of its book and the closure lets go of the run, the value's
 /// maker (and what it holds: a folding run's records) and the ticket's
 /// state before retire() wakes a blocking caller, so the last reference to
@@ -45,11 +46,19 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared
           value = std::optional<Value>(std::move(value))]() mutable noexcept {
     r->slots.release();  // every piece finished and delivered: the next run may have them
     std::exception_ptr e = r->book.take_error();
+    std::optional<R> v;
     if (!e) {
       try {
-        R v = (*value)(*r);
+        v.emplace((*value)(*r));
+      } catch (...) {
+        e = std::current_exception();
+      }
+    }
+    r->let_go();  // its Source and sides, before its ticket is ready
+    if (!e) {
+      try {
         last.completed(state->place, r->tally.summary(), std::nullopt);
-        state->succeed(std::move(v), r->tally.summary(), std::nullopt);
+        state->succeed(std::move(*v), r->tally.summary(), std::nullopt);
       } catch (...) {
         e = std::current_exception();
       }

@@ -33,7 +33,8 @@ class SpreadQueue {
     virtual ~Job() = default;
     virtual bool run() noexcept = 0;
     /// Ranges of a run that may continue into the runs before it (ranges
-    /// in, ranges out); null: the runs before it must be complete first.
+    /// or a Source in, ranges out); null: the runs before it must be
+    /// complete first.
     const RunRanges* flows = nullptr;
     /// Whether a run that continues puts its pieces through piece buffers
     /// of its own (a count into ranges, a Source's run: FlowingRuns bounds
@@ -94,7 +95,7 @@ class SpreadQueue {
       }
     }
     const bool complete = start_(*job);
-    job.reset();  // lets go of the run's Source and Sink before the next starts
+    job.reset();  // a kept run's Source and Sink go before the next starts (a flowing run's, at its completion)
     if (complete) retire();
   }
 

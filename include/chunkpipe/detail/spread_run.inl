@@ -86,6 +86,7 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       return t;
     } catch (...) {
       book.stop(std::current_exception());  // the run's error; every member then finds none
+      if constexpr (sourced) source->stop();  // and no member reads on (a read in progress returns first)
       return PieceBook::Take::none;
     }
   }
@@ -101,6 +102,14 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
       return;
     }
     tally.seal();
+  }
+
+  // Lets go of a flowing run's Source and sides (the user's Source, its
+  // ranges) before its ticket is ready, as a kept run does: once it is
+  // sealed and its every piece finished and delivered, nothing reads them.
+  void let_go() noexcept {
+    source.reset();
+    keep.reset();
   }
 
   // Finishes piece p (it ran on member m): the run's error if it failed.

@@ -80,8 +80,8 @@ struct KeptRunJob final : SpreadQueue::Job {
   std::optional<Body> body_;  // may hold a move-only Source or Sink
 };
 
-/// A run of ranges in and ranges out, which may start while the runs before
-/// it still have pieces in flight: `start(ranges)` opens it and returns
+/// A run of ranges or a Source in and ranges out, which may start while the
+/// runs before it still have pieces in flight: `start(ranges)` opens it and returns
 /// (its completion completes the ticket). When `start` throws, nothing of
 /// the run was issued; it fails once the runs before it are complete, so
 /// that tickets still become ready in order.
