@@ -357,8 +357,12 @@ class SpreadEngine {
     // their number.
     constexpr bool slots = counted_ || is_source<InSide>::value;
     const std::size_t bound = slots ? members_.size() * (ahead + 1) : limit;
+    // The Run holds the sides alone: it may complete (and let go of them,
+    // Run::let_go) on a member's thread before this call returns.
     auto sides = std::make_shared<std::pair<InSide, OutSide>>(std::move(ins), std::move(outs));
-    auto r = std::make_shared<Run<InSide, OutSide>>(*this, sides->first, sides->second, sides, n, limit, bound);
+    InSide& in_side = sides->first;
+    OutSide& out_side = sides->second;
+    auto r = std::make_shared<Run<InSide, OutSide>>(*this, in_side, out_side, std::move(sides), n, limit, bound);
     ::chunkpipe::detail::start_flowing_run(r, state, ranges, slots, flowing_, *handout_, last_, queue_,
                                            std::move(value));
   }
