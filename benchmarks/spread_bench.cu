@@ -102,6 +102,15 @@ std::vector<std::size_t> parse_list(const char* s) {
   return v;
 }
 
+// Part k of `span` cut into `runs` runs of equal length (the last one
+// shorter): how the queued rows cut the run.
+template <class T>
+chunkpipe::HostSpan<T> run_part(chunkpipe::HostSpan<T> span, std::size_t runs, std::size_t k) {
+  const std::size_t len = (span.size + runs - 1) / runs;
+  const std::size_t first = std::min(span.size, k * len);
+  return chunkpipe::HostSpan<T>{span.data + first, std::min(len, span.size - first), span.memory};
+}
+
 Args parse(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
@@ -386,14 +395,9 @@ int main(int argc, char** argv) {
       }
       // The run cut into queued_runs runs queued at once: one pipeline's
       // back-to-back runs, then the same on the device listed twice.
-      auto part = [&](auto span, std::size_t k) {
-        const std::size_t len = (n + queued_runs - 1) / queued_runs;
-        const std::size_t first = std::min(n, k * len);
-        return chunkpipe::host_span(span.data + first, std::min(len, n - first), mem);
-      };
       vs.push_back({"plain, 8 q", [&] {
                       std::vector<chunkpipe::RunTicket> ts;
-                      for (std::size_t k = 0; k < queued_runs; ++k) ts.push_back(plain.run_async(part(in_span, k), part(out_span, k)));
+                      for (std::size_t k = 0; k < queued_runs; ++k) ts.push_back(plain.run_async(run_part(in_span, queued_runs, k), run_part(out_span, queued_runs, k)));
                       for (auto& t : ts) t.wait();
                     },
                     {},
@@ -412,14 +416,9 @@ int main(int argc, char** argv) {
         spreads.push_back(std::make_unique<Spread>(o, chunkpipe::Map<Fma>{f}));
         Spread* s = spreads.back().get();
         const std::size_t index = vs.size();
-        auto cut = [n, mem, runs](auto span, std::size_t k) {
-          const std::size_t len = (n + runs - 1) / runs;
-          const std::size_t first = std::min(n, k * len);
-          return chunkpipe::host_span(span.data + first, std::min(len, n - first), mem);
-        };
-        vs.push_back({"twice, " + std::to_string(runs) + " q", [&vs, s, index, cut, runs, &in_span, &out_span] {
+        vs.push_back({"twice, " + std::to_string(runs) + " q", [&vs, s, index, runs, &in_span, &out_span] {
                         std::vector<chunkpipe::SpreadTicket<chunkpipe::SpreadSummary>> ts;
-                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(cut(in_span, k), cut(out_span, k)));
+                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k), run_part(out_span, runs, k)));
                         chunkpipe::SpreadSummary all;
                         all.pieces.assign(2, 0);
                         for (auto& t : ts) {
@@ -432,7 +431,7 @@ int main(int argc, char** argv) {
                       ""});
         vs.back().base = same_twice;
         std::vector<std::size_t> lengths;
-        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(cut(in_span, k).size);
+        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(run_part(in_span, runs, k).size);
         vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), {dev, dev}, lengths, 4);
       }
       // A Filter of the input's positive half, packed into out: what only
@@ -480,14 +479,9 @@ int main(int argc, char** argv) {
         filter_spreads.push_back(std::make_unique<FilterSpread>(o, chunkpipe::filter(Positive{})));
         FilterSpread* s = filter_spreads.back().get();
         const std::size_t index = vs.size();
-        auto cut = [n, mem, runs](auto span, std::size_t k) {
-          const std::size_t len = (n + runs - 1) / runs;
-          const std::size_t first = std::min(n, k * len);
-          return chunkpipe::host_span(span.data + first, std::min(len, n - first), mem);
-        };
-        vs.push_back({"filter 2x, 16 q", [&vs, s, index, cut, runs, &in_span, &out_span, &part_counts] {
+        vs.push_back({"filter 2x, 16 q", [&vs, s, index, runs, &in_span, &out_span, &part_counts] {
                         std::vector<chunkpipe::SpreadTicket<std::size_t>> ts;
-                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(cut(in_span, k), cut(out_span, k)));
+                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k), run_part(out_span, runs, k)));
                         chunkpipe::SpreadSummary all;
                         all.pieces.assign(2, 0);
                         part_counts.clear();
@@ -504,15 +498,15 @@ int main(int argc, char** argv) {
           if (vs[i].name == "filter twice") vs.back().base = i;
         }
         vs.back().filter = true;
-        vs.back().check = [&part_counts, cut, runs, in, out, n] {
+        vs.back().check = [&part_counts, runs, &in_span, &out_span] {
           std::size_t wrong = part_counts.size() != runs;
-          const std::size_t len = (n + runs - 1) / runs;
           for (std::size_t k = 0; k < runs && k < part_counts.size(); ++k) {
-            const std::size_t first = std::min(n, k * len), end = std::min(n, first + len);
+            const auto from = run_part(in_span, runs, k);
+            const auto to = run_part(out_span, runs, k);
             std::size_t c = 0;
-            for (std::size_t i = first; i < end; ++i) {
-              if (!Positive{}(in[i])) continue;
-              wrong += std::memcmp(&out[first + c], &in[i], sizeof(float)) != 0;
+            for (std::size_t i = 0; i < from.size; ++i) {
+              if (!Positive{}(from.data[i])) continue;
+              wrong += std::memcmp(&to.data[c], &from.data[i], sizeof(float)) != 0;
               ++c;
             }
             wrong += part_counts[k] != c;
@@ -520,7 +514,7 @@ int main(int argc, char** argv) {
           return wrong;
         };
         std::vector<std::size_t> lengths;
-        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(cut(in_span, k).size);
+        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(run_part(in_span, runs, k).size);
         const auto kept_bytes = static_cast<std::size_t>(
             std::lround(4.0 * static_cast<double>(kept.size()) / static_cast<double>(n)));
         vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), o.devices, lengths, kept_bytes);
@@ -563,14 +557,9 @@ int main(int argc, char** argv) {
         reduce_spreads.push_back(std::make_unique<ReduceSpread>(o, chunkpipe::reduce(0.0f, Plus{})));
         ReduceSpread* s = reduce_spreads.back().get();
         const std::size_t index = vs.size();
-        auto cut = [n, mem, runs](auto span, std::size_t k) {
-          const std::size_t len = (n + runs - 1) / runs;
-          const std::size_t first = std::min(n, k * len);
-          return chunkpipe::host_span(span.data + first, std::min(len, n - first), mem);
-        };
-        vs.push_back({"reduce 2x, 16 q", [&vs, s, index, cut, runs, &in_span, &part_sums] {
+        vs.push_back({"reduce 2x, 16 q", [&vs, s, index, runs, &in_span, &part_sums] {
                         std::vector<chunkpipe::SpreadTicket<float>> ts;
-                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(cut(in_span, k)));
+                        for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k)));
                         chunkpipe::SpreadSummary all;
                         all.pieces.assign(2, 0);
                         part_sums.clear();
@@ -587,16 +576,16 @@ int main(int argc, char** argv) {
           if (vs[i].name == "reduce twice") vs.back().base = i;
         }
         vs.back().reduce = true;
-        vs.back().check = [&plain_reduce, &part_sums, cut, runs, &in_span] {
+        vs.back().check = [&plain_reduce, &part_sums, runs, &in_span] {
           std::size_t wrong = part_sums.size() != runs;
           for (std::size_t k = 0; k < runs && k < part_sums.size(); ++k) {
-            const float want = plain_reduce.run(cut(in_span, k));
+            const float want = plain_reduce.run(run_part(in_span, runs, k));
             wrong += std::memcmp(&want, &part_sums[k], sizeof want) != 0;
           }
           return wrong;
         };
         std::vector<std::size_t> lengths;
-        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(cut(in_span, k).size);
+        for (std::size_t k = 0; k < runs; ++k) lengths.push_back(run_part(in_span, runs, k).size);
         vs.back().predicted = predict(s->member(0).geometry(), s->piece_elems(), o.devices, lengths, 0);
       }
       double exact_sum = 0;
