@@ -75,6 +75,38 @@ std::vector<float> values(std::size_t n) {
 
 constexpr float poison_value = -12345.0f;
 
+// The calls the Sources of queued runs made (logged_source): each call's
+// run, in call order, and whether two calls ever overlapped.
+struct ReadLog {
+  std::mutex m;
+  std::vector<std::size_t> reads;
+  std::atomic<int> inside{0};  // calls in progress, of any run
+  std::atomic<bool> overlapped{false};
+};
+
+// A Source over `data` (which must outlive the run) that logs each call as
+// run `run`'s in `log`, staying in the call a little so that overlapping
+// calls show, and throws on its call number `throw_at` (counting from 0).
+auto logged_source(ReadLog& log, const std::vector<float>& data, std::size_t run,
+                   std::size_t throw_at = static_cast<std::size_t>(-1)) {
+  return source<float>([&log, &data, run, throw_at, next = std::size_t{0}, call = std::size_t{0}](
+                           std::size_t, ::cuda::std::span<float> slot) mutable {
+    if (log.inside.fetch_add(1) != 0) log.overlapped = true;
+    {
+      std::lock_guard<std::mutex> lock(log.m);
+      log.reads.push_back(run);
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+    log.inside.fetch_sub(1);
+    if (call++ == throw_at) throw std::runtime_error("source failed on purpose");
+    const std::size_t k = std::min(slot.size(), data.size() - next);
+    std::copy(data.begin() + static_cast<std::ptrdiff_t>(next), data.begin() + static_cast<std::ptrdiff_t>(next + k),
+              slot.begin());
+    next += k;
+    return k;
+  });
+}
+
 Options spread_options(std::vector<int> devices) {
   Options o;
   o.chunk_elems = 1000;
@@ -869,30 +901,11 @@ TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one m
     // Queued runs from Sources keep to themselves on a carrying spread
     // (its members take whole runs): each Source is read after the one
     // before it ended, never beside it.
-    std::mutex m;
-    std::vector<std::size_t> reads;
-    std::atomic<int> inside{0};
-    std::atomic<bool> overlapped{false};
-    auto logged = [&](std::size_t b) {
-      return source<float>([&, b, next = std::size_t{0}](std::size_t, ::cuda::std::span<float> slot) mutable {
-        if (inside.fetch_add(1) != 0) overlapped = true;
-        {
-          std::lock_guard<std::mutex> lock(m);
-          reads.push_back(b);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(20));
-        inside.fetch_sub(1);
-        const std::size_t k = std::min(slot.size(), ins[b].size() - next);
-        std::copy(ins[b].begin() + static_cast<std::ptrdiff_t>(next),
-                  ins[b].begin() + static_cast<std::ptrdiff_t>(next + k), slot.begin());
-        next += k;
-        return k;
-      });
-    };
+    ReadLog log;
     tickets.clear();
     for (std::size_t b = 0; b < ins.size(); ++b) {
       outs[b] = poisoned<float>(ins[b].size());
-      tickets.push_back(spread.run_async(logged(b), pinned(outs[b])));
+      tickets.push_back(spread.run_async(logged_source(log, ins[b], b), pinned(outs[b])));
     }
     for (std::size_t b = 0; b < ins.size(); ++b) {
       tickets[b].wait();
@@ -900,8 +913,8 @@ TEST_CASE("a spread Scan gives one pipeline's bits: a run's pieces stay on one m
       for (std::size_t i = 0; i < ins[b].size(); ++i) off += bits(outs[b][i]) == bits(wants[b][i]) ? 0 : 1;
       CHECK(off == 0);
     }
-    CHECK_FALSE(overlapped.load());
-    CHECK(std::is_sorted(reads.begin(), reads.end()));
+    CHECK_FALSE(log.overlapped.load());
+    CHECK(std::is_sorted(log.reads.begin(), log.reads.end()));
   }
 }
 
@@ -1482,28 +1495,13 @@ TEST_CASE("queued spread runs from a Source continue the runs before them; Sourc
   std::atomic<bool> open{false};
   std::atomic<int> others{0};
   HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}});
-  // Each Source call logs its run, in the order the calls were made.
-  std::mutex m;
-  std::vector<int> reads;
-  auto logged = [&](int run) {
-    return source<float>([&, run, next = std::size_t{0}](std::size_t, ::cuda::std::span<float> slot) mutable {
-      {
-        std::lock_guard<std::mutex> lock(m);
-        reads.push_back(run);
-      }
-      const std::size_t k = std::min(slot.size(), x.size() - next);
-      std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k),
-                slot.begin());
-      next += k;
-      return k;
-    });
-  };
+  ReadLog log;  // each Source call's run, in the order the calls were made
   std::vector<float> held_out(a.size(), poison_value), b(n, poison_value), c(n, poison_value), d(n, poison_value);
   std::vector<float> short_out(n / 2, poison_value);
   auto t0 = spread.run_async(a, held_out);
-  auto t1 = spread.run_async(logged(1), b);
-  auto t2 = spread.run_async(logged(2), short_out);  // the Source produces more than it holds
-  auto t3 = spread.run_async(logged(3), c);
+  auto t1 = spread.run_async(logged_source(log, x, 1), b);
+  auto t2 = spread.run_async(logged_source(log, x, 2), short_out);  // the Source produces more than it holds
+  auto t3 = spread.run_async(logged_source(log, x, 3), c);
   auto t4 = spread.run_async(x, d);
   const bool flowed = called_within(others, 5000);
   const bool first_held = !t0.ready() && !t1.ready();
@@ -1524,10 +1522,10 @@ TEST_CASE("queued spread runs from a Source continue the runs before them; Sourc
   }
   for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(held_out[i] == twice(a[i]));
   // Each Source was read after the one queued before it had ended.
-  std::lock_guard<std::mutex> lock(m);
-  CHECK(std::is_sorted(reads.begin(), reads.end()));
-  CHECK(std::count(reads.begin(), reads.end(), 1) > 6);
-  CHECK(std::count(reads.begin(), reads.end(), 3) > 6);
+  std::lock_guard<std::mutex> lock(log.m);
+  CHECK(std::is_sorted(log.reads.begin(), log.reads.end()));
+  CHECK(std::count(log.reads.begin(), log.reads.end(), std::size_t{1}) > 6);
+  CHECK(std::count(log.reads.begin(), log.reads.end(), std::size_t{3}) > 6);
 }
 
 TEST_CASE("a queued Source that throws is never called again, and the next run's Source only after it returned",
@@ -1537,33 +1535,11 @@ TEST_CASE("a queued Source that throws is never called again, and the next run's
   std::atomic<int> calls{0};
   HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1, 2}), Map<Stalling>{Stalling{&calls, 20}});
   for (int round = 0; round < 10; ++round) {
-    std::mutex m;
-    std::vector<int> reads;     // each call's run, in call order
-    std::atomic<int> inside{0};  // calls in progress, of any run
-    std::atomic<bool> overlapped{false};
-    // Run `run`'s Source; run 1's throws at its chunk 20 (its third piece).
-    auto logged = [&](int run) {
-      return source<float>([&, run, next = std::size_t{0}, chunk = 0](std::size_t,
-                                                                       ::cuda::std::span<float> slot) mutable {
-        if (inside.fetch_add(1) != 0) overlapped = true;
-        {
-          std::lock_guard<std::mutex> lock(m);
-          reads.push_back(run);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-        inside.fetch_sub(1);
-        if (run == 1 && chunk++ == 20) throw std::runtime_error("source failed on purpose");
-        const std::size_t k = std::min(slot.size(), x.size() - next);
-        std::copy(x.begin() + static_cast<std::ptrdiff_t>(next), x.begin() + static_cast<std::ptrdiff_t>(next + k),
-                  slot.begin());
-        next += k;
-        return k;
-      });
-    };
+    ReadLog log;
     std::vector<float> a(n, poison_value), b(n, poison_value), c(n, poison_value);
-    auto t0 = spread.run_async(logged(0), a);
-    auto t1 = spread.run_async(logged(1), b);
-    auto t2 = spread.run_async(logged(2), c);
+    auto t0 = spread.run_async(logged_source(log, x, 0), a);
+    auto t1 = spread.run_async(logged_source(log, x, 1, 20), b);  // throws at its chunk 20 (its third piece)
+    auto t2 = spread.run_async(logged_source(log, x, 2), c);
     t2.wait();
     CHECK(t0.summary().elems == n);
     CHECK(contains(thrown_by([&] { t1.wait(); }), "source failed on purpose"));
@@ -1572,10 +1548,10 @@ TEST_CASE("a queued Source that throws is never called again, and the next run's
       REQUIRE(a[i] == twice(x[i]));
       REQUIRE(c[i] == twice(x[i]));
     }
-    std::lock_guard<std::mutex> lock(m);
-    CHECK_FALSE(overlapped.load());
-    CHECK(std::is_sorted(reads.begin(), reads.end()));
-    CHECK(std::count(reads.begin(), reads.end(), 1) == 21);  // none after the one that threw
+    std::lock_guard<std::mutex> lock(log.m);
+    CHECK_FALSE(log.overlapped.load());
+    CHECK(std::is_sorted(log.reads.begin(), log.reads.end()));
+    CHECK(std::count(log.reads.begin(), log.reads.end(), std::size_t{1}) == 21);  // none after the one that threw
   }
 }
 
