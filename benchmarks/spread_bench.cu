@@ -312,6 +312,14 @@ int main(int argc, char** argv) {
     std::printf("  device %d link: h2d %.1f GB/s, d2h %.1f GB/s, both %.1f GB/s\n", d, links[d].h2d_gbps,
                 links[d].d2h_gbps, links[d].both_gbps);
   }
+  if (args.pageable) {
+    // What a spread's one staging team is sized by (Options::host_threads
+    // left at 0): the fewest threads within 5% of the best rate here.
+    const chunkpipe::HostCopyRates hc = chunkpipe::measure_host_copy();
+    std::printf("  host memcpy (measure_host_copy, 64 MiB), threads: GB/s:");
+    for (const chunkpipe::HostCopyRate& r : hc.rates) std::printf(" %d: %.1f", r.threads, r.gbps);
+    std::printf("; a spread's team: %d threads\n", hc.team());
+  }
   const chunkpipe::LinkModel& link = links[static_cast<std::size_t>(dev)];
   const Fma f{args.fmas};
   const ClosedForm closed(args.fmas);
@@ -388,6 +396,7 @@ int main(int argc, char** argv) {
       };
       add_spread("spread x1", {dev});
       add_spread("same twice", {dev, dev});
+      if (pageable) std::printf("  (pageable rows: the spreads' one copy team has %d threads)\n", spreads.front()->copy_threads());
       for (int k = 2; k <= count; ++k) {
         std::vector<int> list;
         for (int d = 0; d < k; ++d) list.push_back(d);

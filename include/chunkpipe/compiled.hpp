@@ -27,6 +27,7 @@
 #include <chunkpipe/cuda_error.cuh>
 #include <chunkpipe/decide.hpp>
 #include <chunkpipe/hazards.hpp>
+#include <chunkpipe/host_copy.hpp>
 #include <chunkpipe/memory.cuh>
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/plan.hpp>

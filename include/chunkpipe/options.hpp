@@ -103,7 +103,10 @@ struct Options {
   /// Threads that share each staging copy (per direction); 0 picks
   /// default_host_threads(). One thread's memcpy is far slower than a PCIe
   /// Gen5 link, so staging at link speed takes several. A spread's members
-  /// share one team of twice this many, whatever their count.
+  /// share one team of twice this many, whatever their count; where this
+  /// is 0, every spread of the process shares one team, sized by measuring
+  /// the host's memcpy (measure_host_copy(), host_copy.hpp) the first time
+  /// one stages or delivers (Spread::copy_threads()).
   int host_threads = 0;
   /// Keep every op as the executor issued it (its real waits and events),
   /// for check_hazards(pipe.issued_plan()). For tests: the record grows

@@ -36,6 +36,7 @@
 #include <chunkpipe/errors.hpp>
 #include <chunkpipe/filter.cuh>
 #include <chunkpipe/hazards.hpp>
+#include <chunkpipe/host_copy.hpp>
 #include <chunkpipe/io.hpp>
 #include <chunkpipe/measure.cuh>
 #include <chunkpipe/memory.cuh>

@@ -103,6 +103,15 @@ class Spread {
   const Options& options() const noexcept { return engine_.options(); }
   /// Elements in a piece: piece_units of the members' unit.
   std::size_t piece_elems() const { return engine_.piece_elems(); }
+  /// Threads in the one team the members stage pageable memory with (and
+  /// read and write positional Sources and Sinks with), which the spread
+  /// also copies counted pieces out with: twice Options::host_threads
+  /// where that is set; where it is 0, the team every such spread of the
+  /// process shares, sized by measure_host_copy() (host_copy.hpp) once per
+  /// process. Starts the team if no run has; blocks for the measurement
+  /// the first time in a process (about 0.1 to 0.3 s). Throws what
+  /// measure_host_copy() throws.
+  int copy_threads() { return engine_.copy_threads(); }
 
   /// For a pipeline whose last stage does not fold: runs `in` (ranges,
   /// inputs(...) or a Source) through the stages into `out` (ranges,

@@ -1838,3 +1838,58 @@ TEST_CASE("a spread's queue starts its jobs in order, each after what it waits f
   CHECK(started == std::vector<int>{1, 2, 3, 4});
   CHECK(starts == 4);
 }
+
+TEST_CASE("a copy team's size is the fewest threads within the slack of the best rate measured", "[spread][copy-team]") {
+  HostCopyRates r;
+  CHECK(r.team() == 1);  // nothing measured
+  CHECK(r.best_gbps() == 0.0);
+  r.rates = {{1, 8.0}, {2, 15.0}, {4, 27.0}, {8, 37.0}, {16, 38.5}};
+  CHECK(r.best_gbps() == 38.5);
+  CHECK(r.team() == 8);         // 37 is within 5% of 38.5
+  CHECK(r.team(0.0) == 16);     // only the best
+  CHECK(r.team(0.5) == 4);      // 27 is within half
+  r.rates = {{1, 20.0}, {2, 18.0}, {4, 12.0}};  // more threads only lose
+  CHECK(r.team() == 1);
+}
+
+TEST_CASE("measure_host_copy times each team size, fewest first, and refuses sizes of nothing", "[spread][copy-team]") {
+  const HostCopyRates r = measure_host_copy(std::size_t{3} << 20, 3);
+  REQUIRE(r.rates.size() == 3);
+  for (std::size_t i = 0; i < r.rates.size(); ++i) {
+    CHECK(r.rates[i].threads == std::vector<int>{1, 2, 3}[i]);
+    CHECK(r.rates[i].gbps > 0.0);
+  }
+  CHECK(r.team() >= 1);
+  CHECK(r.team() <= 3);
+  CHECK(measure_host_copy(std::size_t{1} << 20, 1).rates.size() == 1);
+  CHECK_THROWS_AS(measure_host_copy(0), config_error);
+  CHECK_THROWS_AS(measure_host_copy(1024, -1), config_error);
+}
+
+TEST_CASE("spreads that leave host_threads at 0 share the process's one copy team, sized by measurement",
+          "[spread][copy-team]") {
+  const Options o = spread_options({0, 1});
+  Spread1 a(o, Map<Fma>{Fma{2.0f, 1.0f}});
+  Spread1 b(o, Map<Fma>{Fma{2.0f, 1.0f}});
+  // One team for both: the same object behind both spreads while both
+  // hold it, whatever their members' count.
+  auto ta = detail::spread_copy_team(o);
+  auto tb = detail::spread_copy_team(o);
+  CHECK(ta == tb);
+  CHECK(ta->get() == tb->get());
+  CHECK(a.copy_threads() == detail::measured_copy_threads());
+  CHECK(b.copy_threads() == detail::measured_copy_threads());
+  CHECK(static_cast<int>(ta->get()->threads()) == detail::measured_copy_threads());
+  // A spread whose options name the threads gets a team of its own, of
+  // twice that (one pipeline's two directions).
+  Options own = o;
+  own.host_threads = 3;
+  Spread1 c(own, Map<Fma>{Fma{2.0f, 1.0f}});
+  CHECK(c.copy_threads() == 6);
+  CHECK(detail::spread_copy_team(own) != ta);
+  // And the shared team still runs: a run over both members is right.
+  const std::size_t n = 20000;
+  std::vector<float> x = noisy(n), y(n, -1.0f);
+  a.run(x, y);
+  for (std::size_t i = 0; i < n; i += 97) REQUIRE(y[i] == std::fma(x[i], 2.0f, 1.0f));
+}

@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace chunkpipe::detail {
@@ -98,20 +99,24 @@ class CopyTeam {
   std::vector<std::thread> helpers_;  // last: started after the state they use
 };
 
-/// One CopyTeam of `threads`, made when first asked for and shared by all
-/// who ask: a spread's members (each host lane of each member) and its
-/// deliverer, so that a spread stages with one team, whatever its members'
-/// count. Thread-safe.
+/// One CopyTeam, made when first asked for and shared by all who ask: a
+/// spread's members (each host lane of each member) and its deliverer, so
+/// that a spread stages with one team, whatever its members' count; and,
+/// where the team is sized by measurement, every such spread of the
+/// process (spread_copy_team, detail/spread_member.hpp). Thread-safe.
 class SharedCopyTeam {
  public:
-  explicit SharedCopyTeam(int threads) : threads_(threads) {}
-  int threads() const noexcept { return threads_; }
-  /// The team; its threads start with the first call. Throws what starting
-  /// a thread throws.
+  /// A team of `threads`.
+  explicit SharedCopyTeam(int threads) : size_([threads] { return threads; }) {}
+  /// A team of size() threads, asked once, by the first get().
+  explicit SharedCopyTeam(std::function<int()> size) : size_(std::move(size)) {}
+  /// The team; it is sized and its threads start with the first call
+  /// (blocking for the size's measurement where it measures). Throws what
+  /// sizing it or starting a thread throws; the next call tries again.
   std::shared_ptr<CopyTeam> get();
 
  private:
-  const int threads_;
+  std::function<int()> size_;
   std::mutex mutex_;
   std::shared_ptr<CopyTeam> team_;
 };

@@ -109,7 +109,7 @@ CHUNKPIPE_INLINE void CopyTeam::help() {
 
 CHUNKPIPE_INLINE std::shared_ptr<CopyTeam> SharedCopyTeam::get() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!team_) team_ = std::make_shared<CopyTeam>(threads_);
+  if (!team_) team_ = std::make_shared<CopyTeam>(std::max(size_(), 1));
   return team_;
 }
 

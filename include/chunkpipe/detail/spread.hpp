@@ -152,8 +152,7 @@ class SpreadEngine {
   template <class... S>
   explicit SpreadEngine(const Options& options, const S&... stages)
       : options_(validated(options)),  // first: the rest reads it
-        pools_(options_.pinned_memory,
-               std::make_shared<SharedCopyTeam>(::chunkpipe::detail::spread_copy_threads(options_))),
+        pools_(options_.pinned_memory, ::chunkpipe::detail::spread_copy_team(options_)),
         queue_([this](SpreadQueue::Job& job) { return start(job); }, this) {
     static_assert(sizeof...(S) == Front::stage_count, "chunkpipe: a spread pipeline takes one argument per stage");
     for (int d : options.devices) {
@@ -176,6 +175,7 @@ class SpreadEngine {
   Member& member(std::size_t i) { return *members_.at(i); }
   const Options& options() const noexcept { return options_; }
   std::size_t piece_elems() const { return piece_units * members_.front()->geometry().chunk_elems; }
+  int copy_threads() { return static_cast<int>(pools_.copy_team().threads()); }
 
   // Waits for every run queued to complete, then lets go of the members.
   ~SpreadEngine() {

@@ -3,15 +3,17 @@
 // its options, apart from running them: which member kinds and stages it
 // takes (spread_member, member_front), how a folding run gets a fresh
 // Folding, the host backend's piece buffer, and the options' checks and
-// copy team size. Kept apart from SpreadEngine so that the engine's file
+// copy team. Kept apart from SpreadEngine so that the engine's file
 // holds the engine.
 #pragma once
 
 #include <chunkpipe/errors.hpp>
+#include <chunkpipe/host_copy.hpp>
 #include <chunkpipe/io.hpp>  // Memory
 #include <chunkpipe/options.hpp>
 #include <chunkpipe/result.hpp>  // Folding, fold_traits
 #include <chunkpipe/stage.hpp>
+#include <chunkpipe/detail/copy_team.hpp>  // SharedCopyTeam
 #include <chunkpipe/detail/front.hpp>
 #include <chunkpipe/detail/resource_buffer.hpp>
 #include <chunkpipe/detail/slots.hpp>  // slot_alignment
@@ -20,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -110,14 +113,39 @@ inline void validate_spread_options(const Options& options) {
   }
 }
 
-/// Threads in a spread's one copy team (SharedCopyTeam), which every
-/// member's staged copies and the deliverer's copies share: as many as one
-/// pipeline of these options stages with (Options::host_threads, or the
-/// default, for each direction), whatever the members' count: the host's
-/// memory, not the members, bounds staged runs, and teams of each member's
-/// own would multiply the threads, not the bandwidth.
-inline int spread_copy_threads(const Options& options) {
-  return 2 * ::chunkpipe::detail::host_threads_for(options);
+/// Threads a spread's copy team takes where Options::host_threads is 0:
+/// measure_host_copy().team() (host_copy.hpp), measured once per process,
+/// by the first caller while the others wait; a measurement that threw is
+/// made again by the next caller. Throws what measure_host_copy throws.
+inline int measured_copy_threads() {
+  static std::mutex mutex;
+  static int threads = 0;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (threads == 0) threads = measure_host_copy().team();
+  return threads;
+}
+
+/// A spread's one copy team (SharedCopyTeam), which every member's staged
+/// copies and positional reads and writes and the deliverer's copies
+/// share: the host's memory, not the members, bounds staged runs, and
+/// teams of each member's own would multiply the threads, not the
+/// bandwidth. Where Options::host_threads is set, the spread's own team of
+/// twice that (one pipeline's two directions); where it is 0, the
+/// process's one team, which every such spread shares while any holds it,
+/// sized by measured_copy_threads() when it is first used (not here: a
+/// spread that never stages never measures). Never blocks; throws
+/// std::bad_alloc.
+inline std::shared_ptr<SharedCopyTeam> spread_copy_team(const Options& options) {
+  if (options.host_threads > 0) return std::make_shared<SharedCopyTeam>(2 * options.host_threads);
+  static std::mutex mutex;
+  static std::weak_ptr<SharedCopyTeam> process;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<SharedCopyTeam> team = process.lock();
+  if (!team) {
+    team = std::make_shared<SharedCopyTeam>(std::function<int()>(measured_copy_threads));
+    process = team;
+  }
+  return team;
 }
 
 }  // namespace chunkpipe::detail
