@@ -171,8 +171,12 @@ class Spread {
   /// Emit's run into ranges (the piece buffers of such runs are their own:
   /// at most two of them are open at once, so a spread may hold twice one
   /// run's piece buffers), and a Reduce's or an Accumulate's run(in) of
-  /// ranges (its records are its own). Runs with a Sink, and profiled
-  /// runs, start once the runs before them are complete; a run ordered
+  /// ranges (its records are its own), and a run into a Sink (its pieces
+  /// run while the runs before it are in flight, held in piece buffers of
+  /// its own, and its Sink is fed once those runs are complete, their
+  /// Sinks finished, so Sinks are fed one run after another as one
+  /// pipeline feeds them). Profiled runs start once the runs before them
+  /// are complete; a run ordered
   /// after(...) something holds the runs queued after it until it starts.
   /// The ranges, and what a Source or Sink refers to, must stay alive and
   /// untouched until the run is complete. A Sink's finish() (or abort()) is

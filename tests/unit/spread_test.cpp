@@ -1893,3 +1893,148 @@ TEST_CASE("spreads that leave host_threads at 0 share the process's one copy tea
   a.run(x, y);
   for (std::size_t i = 0; i < n; i += 97) REQUIRE(y[i] == std::fma(x[i], 2.0f, 1.0f));
 }
+
+namespace {
+// A Sink that logs every call as (run, what) in one log shared by several
+// runs' Sinks, and keeps what it gets at its offset.
+struct RunLog {
+  std::mutex mutex;
+  std::vector<std::pair<int, char>> calls;  // 'c': a chunk, 'f': finish(), 'a': abort()
+  void add(int run, char what) {
+    std::lock_guard<std::mutex> lock(mutex);
+    calls.emplace_back(run, what);
+  }
+  std::size_t count(int run) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return static_cast<std::size_t>(
+        std::count_if(calls.begin(), calls.end(), [&](const auto& c) { return c.first == run; }));
+  }
+};
+struct LoggedSink {
+  RunLog* log;
+  int run;
+  float* out;
+  void operator()(std::size_t, std::size_t offset, ::cuda::std::span<const float> d) {
+    log->add(run, 'c');
+    std::memcpy(out + offset, d.data(), d.size() * sizeof(float));
+  }
+  void finish() { log->add(run, 'f'); }
+  void abort() { log->add(run, 'a'); }
+};
+
+// The runs each call of `log` came from, one entry per run in the order
+// first seen; and whether each run's calls came all together.
+std::vector<int> runs_in_turn(const RunLog& log, bool& together) {
+  std::vector<int> order;
+  together = true;
+  for (const auto& c : log.calls) {
+    if (order.empty() || order.back() != c.first) {
+      if (std::find(order.begin(), order.end(), c.first) != order.end()) together = false;
+      order.push_back(c.first);
+    }
+  }
+  return order;
+}
+}  // namespace
+
+TEST_CASE("a queued spread run into a Sink starts while the run before it is in flight; its Sink is fed after "
+          "the one before it finished",
+          "[spread][async][flow]") {
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held: the other member is free
+  const std::size_t n = 4 * piece_elems + 123;
+  const std::vector<float> x = values(n);
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  RunLog log;
+  std::vector<float> b(a.size(), poison_value), c(n, poison_value);
+  auto t1 = spread.run_async(a, Sink<float, LoggedSink>{LoggedSink{&log, 1, b.data()}});
+  auto t2 = spread.run_async(x, Sink<float, LoggedSink>{LoggedSink{&log, 2, c.data()}});
+  // The second run reads and writes nothing the first does: its pieces
+  // run while the first is held, but its Sink hears nothing yet.
+  const bool flowed = called_within(others, 5000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // time for a delivery that should not happen
+  const std::size_t early = log.count(2);
+  const bool first_held = !t1.ready() && !t2.ready();
+  open = true;
+  CHECK(flowed);
+  CHECK(first_held);
+  CHECK(early == 0);
+  const SpreadSummary s2 = t2.get();
+  CHECK(t1.ready());
+  CHECK(s2.elems == n);
+  bool together = false;
+  CHECK(runs_in_turn(log, together) == std::vector<int>{1, 2});
+  CHECK(together);
+  REQUIRE(log.calls.size() >= 4);
+  CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(1, 'f')) == 1);
+  CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(2, 'f')) == 1);
+  CHECK(log.calls.back() == std::make_pair(2, 'f'));
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(b[i] == twice(a[i]));
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(c[i] == twice(x[i]));
+
+  // A run into a Sink that reads what a run in flight writes waits for it
+  // (one that did not would read the poison, which the stage holds too).
+  open = false;
+  std::vector<float> d(a.size(), poison_value), e(a.size(), poison_value);
+  RunLog reads;
+  auto t3 = spread.run_async(a, d);  // writes d, held
+  auto t4 = spread.run_async(d, Sink<float, LoggedSink>{LoggedSink{&reads, 4, e.data()}});
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  open = true;
+  t4.wait();
+  CHECK(t3.ready());
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(e[i] == twice(twice(a[i])));
+}
+
+TEST_CASE("a failing run in a queue of spread runs into Sinks aborts its own Sink; the others are fed in turn and "
+          "finished",
+          "[spread][async][flow][errors]") {
+  const std::size_t n = 3 * piece_elems + 11;
+  const std::vector<float> x = values(n);
+  std::vector<float> bad(n, 0.25f);
+  bad[2 * piece_elems + 3] = 7.0f;
+  std::atomic<int> calls{0};
+  HostSpreadPipeline<Map<Stalling>> spread(spread_options({0, 1}), Map<Stalling>{Stalling{&calls, 20, 7.0f}});
+  constexpr int runs = 6, failing = 3;
+  RunLog log;
+  std::vector<std::vector<float>> out(runs, std::vector<float>(n, poison_value));
+  std::vector<SpreadTicket<SpreadSummary>> t;
+  for (int k = 0; k < runs; ++k) {
+    const std::vector<float>& in = k == failing ? bad : x;
+    if (k % 2 == 0) {
+      t.push_back(spread.run_async(in, Sink<float, LoggedSink>{LoggedSink{&log, k, out[k].data()}}));
+    } else {
+      t.push_back(spread.run_async(in, out[k]));  // ranges between them
+    }
+  }
+  for (int k = runs; k-- > 0;) {
+    INFO("run " << k);
+    if (k == failing) {
+      CHECK(contains(thrown_by([&] { t[k].wait(); }), "stage failed on purpose"));
+    } else {
+      t[k].wait();
+      for (std::size_t i = 0; i < n; i += 7) REQUIRE(out[k][i] == twice(x[i]));
+    }
+  }
+  bool together = false;
+  CHECK(runs_in_turn(log, together) == std::vector<int>{0, 2, 4});
+  CHECK(together);
+  for (int k : {0, 2, 4}) {
+    INFO("Sink of run " << k);
+    CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(k, 'f')) == 1);
+    CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(k, 'a')) == 0);
+  }
+  // A Sink run that fails: aborted, never finished.
+  std::vector<float> lost(n, poison_value);
+  RunLog failed;
+  auto tf = spread.run_async(bad, Sink<float, LoggedSink>{LoggedSink{&failed, 9, lost.data()}});
+  auto after = spread.run_async(x, Sink<float, LoggedSink>{LoggedSink{&failed, 10, out[0].data()}});
+  CHECK(contains(thrown_by([&] { tf.wait(); }), "stage failed on purpose"));
+  after.wait();
+  CHECK(std::count(failed.calls.begin(), failed.calls.end(), std::make_pair(9, 'a')) == 1);
+  CHECK(std::count(failed.calls.begin(), failed.calls.end(), std::make_pair(9, 'f')) == 0);
+  CHECK(failed.calls.back() == std::make_pair(10, 'f'));
+  CHECK(runs_in_turn(failed, together) == std::vector<int>{9, 10});
+  CHECK(together);
+}

@@ -61,6 +61,14 @@ class PieceBook {
     return claim_deliveries();
   }
 
+  /// Holds every delivery until the holder calls handed_back() (and
+  /// delivers what that returns): a run whose Sink must wait for the Sinks
+  /// of the runs before it. Before any piece is taken.
+  void hold() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    delivering_ = true;  // as if the holder were delivering
+  }
+
   /// The oldest undelivered piece was delivered: its buffers may be reused.
   void delivered() {
     std::lock_guard<std::mutex> lock(mutex_);

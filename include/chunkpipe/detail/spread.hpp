@@ -70,10 +70,11 @@
 // Source, once every run before it has none left, so Sources are read in
 // queue order; not on a carrying spread, whose members take whole runs;
 // what a Source reads is not among the checked ranges: after(...) orders
-// it). A run with a Sink, or a profiled run, keeps to itself: it
-// starts once every run before it is complete (a Sink is finished on the
-// run thread, one run at a time, so Sinks are fed in queue order). run() behaves as
-// run_async().get().
+// it), and a run into a Sink (its output pieces are a group lent to it
+// alone; its deliveries are held until every run before it is complete,
+// OpenRuns::when_front, so Sinks are fed, and finished, in queue order). A
+// profiled run keeps to itself: it starts once every run before it is
+// complete. run() behaves as run_async().get().
 #pragma once
 
 #include <chunkpipe/errors.hpp>
@@ -208,32 +209,39 @@ class SpreadEngine {
     RunRanges ranges = ::chunkpipe::detail::spread_run_ranges(ins, outs);
     std::vector<std::function<void()>> after = take_after();  // once the run is known good
     constexpr bool sourced = is_source<decltype(ins)>::value;
-    if constexpr (!is_sink<decltype(outs)>::value && !(sourced && member_front<Member>::carries)) {
-      // Ranges or a Source in, ranges out: the run may continue into the
-      // runs before it (start_flow); a Source is read once every run
-      // before it read its own (Handout takes a run's pieces once the
+    constexpr bool sunk = is_sink<decltype(outs)>::value;
+    if constexpr (!(sourced && member_front<Member>::carries)) {
+      // Ranges or a Source in, ranges or a Sink out: the run may continue
+      // into the runs before it (start_flow); a Source is read once every
+      // run before it read its own (Handout takes a run's pieces once the
       // older runs have none left; PieceSource stops for good on an
-      // error). Not on a carrying spread, whose Handout gives a run's
-      // pieces to one member and the next run's to the others at once. A
-      // profiled run keeps to itself: its report is one run's timeline.
+      // error), and a Sink is fed once the runs before it are complete
+      // (start_flowing_run). Not a Source's run on a carrying spread,
+      // whose Handout gives a run's pieces to one member and the next
+      // run's to the others at once. A profiled run keeps to itself: its
+      // report is one run's timeline.
       if (!options_.profile) {
         auto state = std::make_shared<SpreadRunState<RunResult>>(this);
         auto begin = [this, state, ins = std::move(ins), outs = std::move(outs), n](const RunRanges& r) mutable {
-          if constexpr (counted_) {
-            // What the pieces packed, once all are delivered; pipeline_error
-            // if it did not fit (PieceDelivery::written).
-            start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) {
+          // Once every piece is delivered: the Sink's last window and its
+          // finish() (which abort it if they throw), then what the pieces
+          // packed (pipeline_error if it did not fit:
+          // PieceDelivery::written) or the summary.
+          start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) {
+            run.delivery.finish_sink();
+            if constexpr (counted_) {
               const std::size_t written = run.delivery.written();
               run.tally.summary().written = written;
               return written;
-            });
-          } else {
-            start_flow(state, std::move(ins), std::move(outs), n, r, [](auto& run) { return run.tally.summary(); });
-          }
+            } else {
+              return run.tally.summary();
+            }
+          });
         };
         return enqueue(state,
                        std::make_unique<FlowRunJob<RunResult, decltype(begin)>>(
-                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges), counted_ || sourced),
+                           last_, flowing_.runs(), state, std::move(begin), std::move(ranges),
+                           counted_ || sourced || sunk),
                        std::move(after));
       }
     }
@@ -352,10 +360,10 @@ class SpreadEngine {
                   const RunRanges& ranges, Value value) {
     const std::size_t piece = piece_elems();
     const std::size_t limit = n == unknown_length ? unknown_length : (n + piece - 1) / piece;
-    // A Source's and a count's pieces go through its slots, delivered in
-    // order (run_sides' bound); other runs' pieces land in place, whatever
-    // their number.
-    constexpr bool slots = counted_ || is_source<InSide>::value;
+    // A Source's, a Sink's and a count's pieces go through its slots,
+    // delivered in order (run_sides' bound); other runs' pieces land in
+    // place, whatever their number.
+    constexpr bool slots = counted_ || is_source<InSide>::value || is_sink<OutSide>::value;
     const std::size_t bound = slots ? members_.size() * (ahead + 1) : limit;
     // The Run holds the sides alone: it may complete (and let go of them,
     // Run::let_go) on a member's thread before this call returns.

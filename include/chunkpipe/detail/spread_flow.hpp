@@ -299,6 +299,7 @@ class OpenRuns {
     friend class OpenRuns;
     bool done() const noexcept { return sealed_ && finished_ == issued_; }
     std::function<void()> complete_;
+    std::function<void()> at_front_;         // when_front's, under the OpenRuns' mutex
     std::size_t issued_ = 0, finished_ = 0;  // under the OpenRuns' mutex
     bool sealed_ = false;                    // under the OpenRuns' mutex
     std::atomic<bool> completed_{false};
@@ -333,6 +334,22 @@ class OpenRuns {
     }
     settle();
   }
+  /// Calls `fn` once every run opened before `r` is complete (their
+  /// completions returned): here, now, if they are; otherwise on the
+  /// thread that completes the last of them, after that completion. Once
+  /// per run, before `r` can be done (a run that holds a piece back for
+  /// it: its Sink is fed after the Sinks of the runs before it). `fn` must
+  /// not throw.
+  void when_front(Run& r, std::function<void()> fn) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (completing_ || open_.empty() || open_.front().get() != &r) {
+        r.at_front_ = std::move(fn);  // settle() calls it
+        return;
+      }
+    }
+    fn();
+  }
   /// Blocks until every run opened so far is complete (its completion
   /// returned).
   void wait_idle() {
@@ -365,6 +382,15 @@ class OpenRuns {
         open_.pop_front();
       }
       if (ready.empty()) {
+        // The oldest open run waits for nothing before it now.
+        if (!open_.empty() && open_.front()->at_front_) {
+          std::function<void()> fn = std::move(open_.front()->at_front_);
+          open_.front()->at_front_ = nullptr;
+          lock.unlock();
+          fn();
+          lock.lock();
+          continue;
+        }
         completing_ = false;
         idle_.notify_all();
         return;

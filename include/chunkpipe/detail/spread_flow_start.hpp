@@ -47,7 +47,9 @@ std::function<void()> spread_flow_completion(std::shared_ptr<Run> r, std::shared
     r->slots.release();  // every piece finished and delivered: the next run may have them
     std::exception_ptr e = r->book.take_error();
     std::optional<R> v;
-    if (!e) {
+    if (e) {
+      r->abandon();  // a Sink's abort(), as a run that keeps to itself
+    } else {
       try {
         v.emplace((*value)(*r));
       } catch (...) {
@@ -85,6 +87,16 @@ void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<Spre
                        LastSpreadRun& last, SpreadQueue& queue, Value value) {
   r->open = flowing.open(ranges, slots,
                          ::chunkpipe::detail::spread_flow_completion(r, state, last, queue, std::move(value)));
+  if constexpr (Run::sunk) {
+    // Its Sink is fed once the runs before it are complete (their Sinks
+    // finished), as one pipeline feeds the Sinks of its runs in turn: its
+    // pieces are taken and run meanwhile, up to its bound, and held in its
+    // buffers. One piece more counts as issued until then, so that the run
+    // cannot complete first.
+    r->book.hold();
+    flowing.runs().issued(*r->open);
+    flowing.runs().when_front(*r->open, [r] { r->release_deliveries(); });
+  }
   try {
     handout.start(r);
   } catch (...) {  // no member will take it: it is sealed with its error

@@ -104,6 +104,23 @@ struct SpreadEngine<Member, Buffer>::Run final : Handout::Run,
     tally.seal();
   }
 
+  // A flowing run whose Sink waits for the runs before it (their Sinks
+  // finished): once they are complete (OpenRuns::when_front), the pieces
+  // done meanwhile are delivered here, in order, and later ones by the
+  // threads that finish them; then the piece the run held back for this
+  // (start_flowing_run) counts as finished.
+  void release_deliveries() noexcept {
+    try {
+      deliver(book.handed_back());
+    } catch (...) {
+      book.stop(std::current_exception());
+    }
+    spread.flowing_.runs().finished(*open);
+  }
+
+  // A flowing run failed before its Sink's finish(): the Sink's abort().
+  void abandon() noexcept { delivery.abort_sink(); }
+
   // Lets go of a flowing run's Source and sides (the user's Source, its
   // ranges) before its ticket is ready, as a kept run does: once it is
   // sealed and its every piece finished and delivered, nothing reads them.

@@ -3,10 +3,12 @@
 // kinds of queued job, and which flowing runs are open with what ranges.
 // Host-only; tested on the CPU through the spreads of the host backend.
 //
-// A run that keeps to itself (a Sink's, or a profiled run) is a KeptRunJob:
-// its body runs it to the end on the spread's thread. A run of ranges or a
-// Source in and ranges out (a count's too: its piece buffers are its own;
-// and a fold of ranges in: its records are its own) is a FlowRunJob: it
+// A run that keeps to itself (a profiled run, or a Source's on a carrying
+// spread) is a KeptRunJob: its body runs it to the end on the spread's
+// thread. A run of ranges or a Source in and ranges or a Sink out (a
+// count's too: its piece buffers are its own; a fold of ranges in: its
+// records are its own; a Sink's: fed once the runs before it are
+// complete) is a FlowRunJob: it
 // opens the run and returns, and the run completes when its last piece
 // finishes. FlowingRuns says whether a run may start while the runs
 // before it are still open: only if none of its ranges meets theirs where
@@ -192,12 +194,13 @@ class FlowingRuns {
 
 /// A spread run's ranges, refused for the whole run where they overlap, as
 /// one pipeline refuses them, before any piece runs (the members see only
-/// their pieces): a Source's run has its outputs alone, and a Sink's none
-/// (it never flows).
+/// their pieces): a Source's run has its outputs alone, a Sink's its
+/// inputs alone (a Source and a Sink: none).
 template <class InSide, class OutSide>
 RunRanges spread_run_ranges(const InSide& ins, const OutSide& outs) {
   if constexpr (is_sink<OutSide>::value) {
-    return RunRanges(Endpoints{});
+    // What a Sink's run reads: its input ranges (none for a Source).
+    return ::chunkpipe::detail::spread_run_ranges(ins, Outputs<>{});
   } else if constexpr (is_source<InSide>::value) {
     return ::chunkpipe::detail::spread_run_ranges(Inputs<>{}, outs);
   } else {
