@@ -175,7 +175,9 @@ class Spread {
   /// run while the runs before it are in flight, held in piece buffers of
   /// its own, and its Sink is fed once those runs are complete, their
   /// Sinks finished, so Sinks are fed one run after another as one
-  /// pipeline feeds them). Profiled runs start once the runs before them
+  /// pipeline feeds them; what a Sink writes is not among the ranges the
+  /// spread checks, so a run that reads it must be ordered after(ticket)
+  /// the Sink's run). Profiled runs start once the runs before them
   /// are complete; a run ordered
   /// after(...) something holds the runs queued after it until it starts.
   /// The ranges, and what a Source or Sink refers to, must stay alive and

@@ -1985,6 +1985,56 @@ TEST_CASE("a queued spread run into a Sink starts while the run before it is in 
   t4.wait();
   CHECK(t3.ready());
   for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(e[i] == twice(twice(a[i])));
+
+  // What a Sink writes is not a range the spread checks: a run that reads
+  // it is ordered after(ticket) the Sink's run, and then reads it whole.
+  open = false;
+  std::vector<float> f(a.size(), poison_value), g(a.size(), poison_value);
+  RunLog writes;
+  auto t5 = spread.run_async(a, Sink<float, LoggedSink>{LoggedSink{&writes, 5, f.data()}});  // held
+  auto t6 = spread.run_async(f, g, after(t5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  open = true;
+  t6.wait();
+  CHECK(t5.ready());
+  for (std::size_t i = 0; i < a.size(); ++i) REQUIRE(g[i] == twice(twice(a[i])));
+}
+
+TEST_CASE("a spread run into a Sink that fails while its Sink is held back is aborted, never fed or finished",
+          "[spread][async][flow][errors]") {
+  const std::vector<float> a = tagged(piece_elems);  // one piece, held
+  const std::size_t n = 2 * piece_elems + 5;
+  std::vector<float> bad = values(n);
+  bad[piece_elems + 2] = 7.0f;
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}),
+                                            Map<HeldBelow>{HeldBelow{&open, &others, 7.0f}});
+  RunLog log;
+  std::vector<float> b(a.size(), poison_value), c(n, poison_value), d(n, poison_value);
+  auto t1 = spread.run_async(a, Sink<float, LoggedSink>{LoggedSink{&log, 1, b.data()}});
+  auto t2 = spread.run_async(bad, Sink<float, LoggedSink>{LoggedSink{&log, 2, c.data()}});
+  const std::vector<float> x = values(n);
+  auto t3 = spread.run_async(x, Sink<float, LoggedSink>{LoggedSink{&log, 3, d.data()}});
+  // The second run's pieces run, and one fails, while the first holds its
+  // Sink back.
+  const bool flowed = called_within(others, 5000);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::size_t early = log.count(2);
+  open = true;
+  CHECK(flowed);
+  CHECK(early == 0);
+  CHECK(contains(thrown_by([&] { t2.wait(); }), "stage failed on purpose"));
+  t3.wait();
+  CHECK(t1.ready());
+  bool together = false;
+  CHECK(runs_in_turn(log, together) == std::vector<int>{1, 2, 3});
+  CHECK(together);
+  CHECK(log.count(2) == 1);  // its abort() alone
+  CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(2, 'a')) == 1);
+  CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(1, 'f')) == 1);
+  CHECK(std::count(log.calls.begin(), log.calls.end(), std::make_pair(3, 'f')) == 1);
+  for (std::size_t i = 0; i < n; ++i) REQUIRE(d[i] == twice(x[i]));
 }
 
 TEST_CASE("a failing run in a queue of spread runs into Sinks aborts its own Sink; the others are fed in turn and "

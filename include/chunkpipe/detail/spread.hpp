@@ -338,10 +338,10 @@ class SpreadEngine {
 
   // Starts a queued run, on the queue's thread (SpreadQueue), in order. A
   // run that keeps to itself starts once every run before it is complete
-  // (its Sink is finished on this thread, and a profiled run's timeline is
-  // its own); a flowing run starts once no open run's ranges meet its own
-  // where either writes and, for one with piece buffers of its own (a
-  // count, a Source), fewer than FlowingRuns::slot_runs such runs are open
+  // (a profiled run's timeline is its own); a flowing run starts once no
+  // open run's ranges meet its own where either writes and, for one with
+  // piece buffers of its own (a count, a Source, a Sink), fewer than
+  // FlowingRuns::slot_runs such runs are open
   // (FlowingRuns::make_way). The
   // members' threads take the pieces (Handout) and their lanes finish them
   // (MemberLanes), completing flowing runs (OpenRuns).

@@ -340,7 +340,7 @@ class OpenRuns {
   /// per run, before `r` can be done (a run that holds a piece back for
   /// it: its Sink is fed after the Sinks of the runs before it). `fn` must
   /// not throw.
-  void when_front(Run& r, std::function<void()> fn) {
+  void when_front(Run& r, std::function<void()> fn) noexcept {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (completing_ || open_.empty() || open_.front().get() != &r) {
@@ -402,6 +402,9 @@ class OpenRuns {
         r->completed_.store(true, std::memory_order_release);
       }
       lock.lock();
+      // Who waits for these (wait_completed) need not wait for what this
+      // thread does next (a held run's deliveries, at_front_).
+      idle_.notify_all();
     }
   }
 

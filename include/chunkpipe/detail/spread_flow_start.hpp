@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// How a flowing spread run (ranges or a Source in, ranges out;
+// How a flowing spread run (ranges or a Source in, ranges or a Sink out;
 // detail/spread.hpp) is started and completed: it is opened among the runs still in flight
 // (FlowingRuns, OpenRuns), handed to the members' threads (Handout), and
 // completed on whichever thread finishes its last piece. Host-only; tested
@@ -85,6 +85,10 @@ template <class Run, class R, class Value>
 void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<SpreadRunState<R>>& state,
                        const RunRanges& ranges, bool slots, FlowingRuns& flowing, Handout& handout,
                        LastSpreadRun& last, SpreadQueue& queue, Value value) {
+  // Made before the run is open: nothing may throw between its opening and
+  // its handout's try.
+  std::function<void()> release;
+  if constexpr (Run::sunk) release = [r] { r->release_deliveries(); };
   r->open = flowing.open(ranges, slots,
                          ::chunkpipe::detail::spread_flow_completion(r, state, last, queue, std::move(value)));
   if constexpr (Run::sunk) {
@@ -95,7 +99,7 @@ void start_flowing_run(const std::shared_ptr<Run>& r, const std::shared_ptr<Spre
     // cannot complete first.
     r->book.hold();
     flowing.runs().issued(*r->open);
-    flowing.runs().when_front(*r->open, [r] { r->release_deliveries(); });
+    flowing.runs().when_front(*r->open, std::move(release));
   }
   try {
     handout.start(r);

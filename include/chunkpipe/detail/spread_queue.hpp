@@ -33,11 +33,11 @@ class SpreadQueue {
     virtual ~Job() = default;
     virtual bool run() noexcept = 0;
     /// Ranges of a run that may continue into the runs before it (ranges
-    /// or a Source in, ranges out); null: the runs before it must be
-    /// complete first.
+    /// or a Source in, ranges or a Sink out); null: the runs before it
+    /// must be complete first.
     const RunRanges* flows = nullptr;
     /// Whether a run that continues puts its pieces through piece buffers
-    /// of its own (a count into ranges, a Source's run: FlowingRuns bounds
+    /// of its own (a count into ranges, a Source's or a Sink's run: FlowingRuns bounds
     /// how many such runs are open at once).
     bool slots = false;
     /// What the run starts after (after(...)): each call blocks until that

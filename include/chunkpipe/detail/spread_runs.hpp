@@ -82,7 +82,7 @@ struct KeptRunJob final : SpreadQueue::Job {
   std::optional<Body> body_;  // may hold a move-only Source or Sink
 };
 
-/// A run of ranges or a Source in and ranges out, which may start while the
+/// A run of ranges or a Source in and ranges or a Sink out, which may start while the
 /// runs before it still have pieces in flight: `start(ranges)` opens it and returns
 /// (its completion completes the ticket). When `start` throws, nothing of
 /// the run was issued; it fails once the runs before it are complete, so
@@ -123,7 +123,7 @@ struct FlowRunJob final : SpreadQueue::Job {
 class FlowingRuns {
  public:
   /// Open runs whose pieces go through piece buffers of their own (counts,
-  /// Sources), at most: the one finishing and the one after it, so that a
+  /// Sources, Sinks), at most: the one finishing and the one after it, so that a
   /// queue of them continues from run to run with twice the buffers of one
   /// run, not a group of buffers for every run queued
   /// (PiecePools::lend_group).
