@@ -30,24 +30,34 @@ struct HostCopyRate {
 struct HostCopyRates {
   std::vector<HostCopyRate> rates;
 
-  /// The fewest threads whose rate is within `slack` of the best measured
-  /// (more threads than that only take turns at the host's memory); 1 where
-  /// nothing was measured. Never blocks or throws.
+  /// The fewest threads whose rate is within `slack` (a share of the best,
+  /// taken between 0 and 1) of the best measured: more threads than that
+  /// only take turns at the host's memory. 1 where nothing was measured.
+  /// Never blocks or throws.
   int team(double slack = 0.05) const noexcept;
   /// The best rate measured (GB/s); 0 where nothing was measured.
   double best_gbps() const noexcept;
 };
 
+/// Most threads measure_host_copy() measures when asked for the hardware's
+/// (max_threads 0), and most it takes at all.
+inline constexpr int default_max_copy_threads = 64;
+inline constexpr int max_measured_copy_threads = 1024;
+
 /// Measures memcpy from one ordinary host buffer of `bytes` into another
 /// (both written first, so no page fault is timed) by teams of 1, 2, 4, 8,
-/// ... threads up to `max_threads` (0: the hardware's threads; the largest
-/// is always measured), each team taking the best of three copies, every
-/// copy split over the team as a staging copy is (64-byte-aligned shares,
-/// one a thread). Blocks for that: about 0.1 to 0.3 s at the default size
-/// on the test machines. Throws config_error for `bytes` of 0 or
-/// `max_threads` below 0, std::bad_alloc where the buffers cannot be had
-/// and std::system_error where a thread cannot start.
-HostCopyRates measure_host_copy(std::size_t bytes = std::size_t{64} << 20, int max_threads = 0);
+/// ... threads up to `max_threads` (0: the hardware's threads, at most
+/// default_max_copy_threads; the largest is always measured), each copy
+/// split over the team as a staging copy is: in 8 MiB pieces, each in
+/// 64-byte-aligned shares, one a thread (a piece under 1 MiB is not split,
+/// so measure with tens of MiB or more). A team's rate is the median of
+/// three rounds of at least 8 ms each. The default size, two buffers of
+/// 128 MiB, is larger than most hosts' last-level cache, so that the rate
+/// is the memory's. Blocks for that: about 0.2 to 0.5 s at the default
+/// size. Throws config_error for `bytes` of 0 or `max_threads` below 0 or
+/// above max_measured_copy_threads, std::bad_alloc where the buffers
+/// cannot be had and std::system_error where a thread cannot start.
+HostCopyRates measure_host_copy(std::size_t bytes = std::size_t{128} << 20, int max_threads = 0);
 
 }  // namespace chunkpipe
 

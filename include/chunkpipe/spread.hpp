@@ -108,9 +108,11 @@ class Spread {
   /// also copies counted pieces out with: twice Options::host_threads
   /// where that is set; where it is 0, the team every such spread of the
   /// process shares, sized by measure_host_copy() (host_copy.hpp) once per
-  /// process. Starts the team if no run has; blocks for the measurement
-  /// the first time in a process (about 0.1 to 0.3 s). Throws what
-  /// measure_host_copy() throws.
+  /// process (twice default_host_threads() where it cannot measure).
+  /// Starts the team if no run has; blocks for the measurement the first
+  /// time in a process (about 0.2 to 0.5 s; otherwise the first run that
+  /// stages or copies pieces out takes that time). Throws
+  /// std::system_error where a thread cannot start.
   int copy_threads() { return engine_.copy_threads(); }
 
   /// For a pipeline whose last stage does not fold: runs `in` (ranges,

@@ -1850,6 +1850,11 @@ TEST_CASE("a copy team's size is the fewest threads within the slack of the best
   CHECK(r.team(0.5) == 4);      // 27 is within half
   r.rates = {{1, 20.0}, {2, 18.0}, {4, 12.0}};  // more threads only lose
   CHECK(r.team() == 1);
+  r.rates = {{16, 38.0}, {4, 37.5}, {8, 38.5}};  // in any order: the fewest that qualify
+  CHECK(r.team() == 4);
+  CHECK(r.team(-1.0) == 8);   // a slack below 0 is 0
+  CHECK(r.team(2.0) == 4);    // above 1 is 1: every size qualifies
+  CHECK(r.team(std::nan("")) == 8);
 }
 
 TEST_CASE("measure_host_copy times each team size, fewest first, and refuses sizes of nothing", "[spread][copy-team]") {
@@ -1864,6 +1869,20 @@ TEST_CASE("measure_host_copy times each team size, fewest first, and refuses siz
   CHECK(measure_host_copy(std::size_t{1} << 20, 1).rates.size() == 1);
   CHECK_THROWS_AS(measure_host_copy(0), config_error);
   CHECK_THROWS_AS(measure_host_copy(1024, -1), config_error);
+  CHECK_THROWS_AS(measure_host_copy(1024, max_measured_copy_threads + 1), config_error);
+}
+
+TEST_CASE("a shared copy team whose sizing throws is sized again by the next caller", "[spread][copy-team]") {
+  int calls = 0;
+  detail::SharedCopyTeam shared(std::function<int()>([&calls] {
+    if (++calls == 1) throw std::runtime_error("no size yet");
+    return 3;
+  }));
+  CHECK_THROWS_AS(shared.get(), std::runtime_error);
+  const auto team = shared.get();
+  CHECK(team->threads() == 3);
+  CHECK(shared.get() == team);  // made once
+  CHECK(calls == 2);
 }
 
 TEST_CASE("spreads that leave host_threads at 0 share the process's one copy team, sized by measurement",

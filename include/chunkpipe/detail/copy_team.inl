@@ -108,8 +108,16 @@ CHUNKPIPE_INLINE void CopyTeam::help() {
 }
 
 CHUNKPIPE_INLINE std::shared_ptr<CopyTeam> SharedCopyTeam::get() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (team_) return team_;
+  }
+  // Sized outside the lock: sizing may measure for a while
+  // (spread_copy_team), and callers that race here each ask (a measured
+  // size is measured once; the others wait for it there).
+  const int threads = std::max(size_(), 1);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!team_) team_ = std::make_shared<CopyTeam>(std::max(size_(), 1));
+  if (!team_) team_ = std::make_shared<CopyTeam>(threads);
   return team_;
 }
 

@@ -115,13 +115,21 @@ inline void validate_spread_options(const Options& options) {
 
 /// Threads a spread's copy team takes where Options::host_threads is 0:
 /// measure_host_copy().team() (host_copy.hpp), measured once per process,
-/// by the first caller while the others wait; a measurement that threw is
-/// made again by the next caller. Throws what measure_host_copy throws.
-inline int measured_copy_threads() {
+/// by the first caller while the others wait. Where the measurement
+/// cannot be made (no memory for its buffers, no thread to start), twice
+/// default_host_threads(), what a spread took before it measured, for the
+/// rest of the process too. Never throws.
+inline int measured_copy_threads() noexcept {
   static std::mutex mutex;
   static int threads = 0;
   std::lock_guard<std::mutex> lock(mutex);
-  if (threads == 0) threads = measure_host_copy().team();
+  if (threads == 0) {
+    try {
+      threads = measure_host_copy().team();
+    } catch (...) {
+      threads = 2 * ::chunkpipe::default_host_threads();
+    }
+  }
   return threads;
 }
 
