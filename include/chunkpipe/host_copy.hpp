@@ -40,8 +40,9 @@ struct HostCopyRates {
 };
 
 /// Most threads measure_host_copy() measures when asked for the hardware's
-/// (max_threads 0), and most it takes at all.
+/// (max_threads 0).
 inline constexpr int default_max_copy_threads = 64;
+/// Most threads measure_host_copy() takes at all.
 inline constexpr int max_measured_copy_threads = 1024;
 
 /// Measures memcpy from one ordinary host buffer of `bytes` into another
