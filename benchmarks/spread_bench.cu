@@ -20,7 +20,8 @@
 //                their "vs plain" is against "same twice", one spread run
 //                of the same bytes (issue 34: at least 0.97)
 //   filter ...   a Filter keeping the positive half of the input, packed
-//                into one output: plain, spread x1 and the device twice;
+//                into one output: plain, spread x1 and the device twice
+//                (their pieces column adds how many packed in place);
 //                checked against the host's own filter to the bit, vs
 //                the plain filter, floor from the bytes that cross
 //   reduce ...   a Reduce (a float sum) of the input: plain, spread x1
@@ -532,7 +533,10 @@ int main(int argc, char** argv) {
         const std::size_t index = vs.size();
         vs.push_back({twice ? "filter twice" : "filter x1", [&vs, s, index, &filtered, &in_span, &out_span] {
                         filtered = s->run(in_span, out_span);
-                        vs[index].pieces = pieces_of(s->last_summary());
+                        // And how many pieces packed straight into place
+                        // (the others went through a piece buffer).
+                        const chunkpipe::SpreadSummary sum = s->last_summary();
+                        vs[index].pieces = pieces_of(sum) + " (" + std::to_string(sum.in_place) + " in place)";
                       },
                       {},
                       ""});
