@@ -229,6 +229,20 @@ std::string pieces_of(const chunkpipe::SpreadSummary& sum) {
   return p;
 }
 
+// Waits for queued runs in order, handing each run's value to `got`, and
+// says what their pieces came to on each member, as pieces_of() does.
+template <class R, class Got>
+std::string wait_queued(std::vector<chunkpipe::SpreadTicket<R>>& ts, Got got) {
+  chunkpipe::SpreadSummary all;
+  for (auto& t : ts) {
+    got(t.get());
+    const chunkpipe::SpreadSummary one = t.summary();
+    if (all.pieces.size() < one.pieces.size()) all.pieces.resize(one.pieces.size(), 0);
+    for (std::size_t m = 0; m < one.pieces.size(); ++m) all.pieces[m] += one.pieces[m];
+  }
+  return pieces_of(all);
+}
+
 double wall_ms(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
@@ -454,13 +468,7 @@ int main(int argc, char** argv) {
         vs.push_back({"twice, " + std::to_string(runs) + " q", [&vs, s, index, runs, &in_span, &out_span] {
                         std::vector<chunkpipe::SpreadTicket<chunkpipe::SpreadSummary>> ts;
                         for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k), run_part(out_span, runs, k)));
-                        chunkpipe::SpreadSummary all;
-                        all.pieces.assign(2, 0);
-                        for (auto& t : ts) {
-                          const chunkpipe::SpreadSummary one = t.get();
-                          for (std::size_t m = 0; m < 2; ++m) all.pieces[m] += one.pieces[m];
-                        }
-                        vs[index].pieces = pieces_of(all);
+                        vs[index].pieces = wait_queued(ts, [](const chunkpipe::SpreadSummary&) {});
                       },
                       {},
                       ""});
@@ -493,13 +501,7 @@ int main(int argc, char** argv) {
                           const auto part = run_part(in_span, runs, k);
                           ts.push_back(s->run_async(part, chunkpipe::sink<float>(CheckingSink{part.data, &closed, &sink_got, &sink_wrong})));
                         }
-                        chunkpipe::SpreadSummary all;
-                        all.pieces.assign(2, 0);
-                        for (auto& t : ts) {
-                          const chunkpipe::SpreadSummary one = t.get();
-                          for (std::size_t m = 0; m < 2; ++m) all.pieces[m] += one.pieces[m];
-                        }
-                        vs[index].pieces = pieces_of(all);
+                        vs[index].pieces = wait_queued(ts, [](const chunkpipe::SpreadSummary&) {});
                       },
                       {},
                       ""});
@@ -565,15 +567,8 @@ int main(int argc, char** argv) {
         vs.push_back({"filter 2x, 16 q", [&vs, s, index, runs, &in_span, &out_span, &part_counts] {
                         std::vector<chunkpipe::SpreadTicket<std::size_t>> ts;
                         for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k), run_part(out_span, runs, k)));
-                        chunkpipe::SpreadSummary all;
-                        all.pieces.assign(2, 0);
                         part_counts.clear();
-                        for (auto& t : ts) {
-                          part_counts.push_back(t.get());
-                          const chunkpipe::SpreadSummary one = t.summary();
-                          for (std::size_t m = 0; m < 2; ++m) all.pieces[m] += one.pieces[m];
-                        }
-                        vs[index].pieces = pieces_of(all);
+                        vs[index].pieces = wait_queued(ts, [&](auto v) { part_counts.push_back(v); });
                       },
                       {},
                       ""});
@@ -643,15 +638,8 @@ int main(int argc, char** argv) {
         vs.push_back({"reduce 2x, 16 q", [&vs, s, index, runs, &in_span, &part_sums] {
                         std::vector<chunkpipe::SpreadTicket<float>> ts;
                         for (std::size_t k = 0; k < runs; ++k) ts.push_back(s->run_async(run_part(in_span, runs, k)));
-                        chunkpipe::SpreadSummary all;
-                        all.pieces.assign(2, 0);
                         part_sums.clear();
-                        for (auto& t : ts) {
-                          part_sums.push_back(t.get());
-                          const chunkpipe::SpreadSummary one = t.summary();
-                          for (std::size_t m = 0; m < 2; ++m) all.pieces[m] += one.pieces[m];
-                        }
-                        vs[index].pieces = pieces_of(all);
+                        vs[index].pieces = wait_queued(ts, [&](auto v) { part_sums.push_back(v); });
                       },
                       {},
                       ""});
