@@ -1258,6 +1258,16 @@ std::vector<float> tagged(std::size_t n) {
   for (float& f : v) f -= 20.0f;
   return v;
 }
+
+// A spread whose stage holds the tagged runs until `open`, counting the
+// other runs' calls in `others` (HeldBelow), and throws on `bad`.
+struct HeldSpread {
+  explicit HeldSpread(std::vector<int> devices, float bad = 1e30f)
+      : spread(spread_options(std::move(devices)), Map<HeldBelow>{HeldBelow{&open, &others, bad}}) {}
+  std::atomic<bool> open{false};
+  std::atomic<int> others{0};
+  HostSpreadPipeline<Map<HeldBelow>> spread;  // last: its stage points at the two above
+};
 }  // namespace
 
 TEST_CASE("a queued spread run of ranges starts while the run before it is in flight, and completes after it",
@@ -1265,9 +1275,8 @@ TEST_CASE("a queued spread run of ranges starts while the run before it is in fl
   const std::vector<float> a = tagged(piece_elems);  // one piece, held
   const std::size_t n = 4 * piece_elems + 123;
   const std::vector<float> x = values(n);
-  std::atomic<bool> open{false};
-  std::atomic<int> others{0};
-  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  HeldSpread held_spread({0, 1});
+  auto& [open, others, spread] = held_spread;
   std::vector<float> b(a.size(), poison_value), c(n, poison_value);
   auto t1 = spread.run_async(a, b);
   auto t2 = spread.run_async(x, c);
@@ -1293,9 +1302,8 @@ TEST_CASE("a queued spread run that writes what a run in flight reads waits for 
   std::vector<float> a = tagged(n);
   const std::vector<float> a0 = a;
   const std::vector<float> y = values(n);
-  std::atomic<bool> open{false};
-  std::atomic<int> others{0};
-  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  HeldSpread held_spread({0, 1, 2});
+  auto& [open, others, spread] = held_spread;
   std::vector<float> b(n, poison_value), d(n, poison_value);
   auto t1 = spread.run_async(a, b);  // reads a, held
   auto t2 = spread.run_async(y, a);  // overwrites a: must wait for the first
@@ -1492,9 +1500,8 @@ TEST_CASE("queued spread runs from a Source continue the runs before them; Sourc
   const std::vector<float> a = tagged(piece_elems);  // one piece, held
   const std::size_t n = 6 * piece_elems + 345;
   const std::vector<float> x = values(n);
-  std::atomic<bool> open{false};
-  std::atomic<int> others{0};
-  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1, 2}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  HeldSpread held_spread({0, 1, 2});
+  auto& [open, others, spread] = held_spread;
   ReadLog log;  // each Source call's run, in the order the calls were made
   std::vector<float> held_out(a.size(), poison_value), b(n, poison_value), c(n, poison_value), d(n, poison_value);
   std::vector<float> short_out(n / 2, poison_value);
@@ -1962,9 +1969,8 @@ TEST_CASE("a queued spread run into a Sink starts while the run before it is in 
   const std::vector<float> a = tagged(piece_elems);  // one piece, held: the other member is free
   const std::size_t n = 4 * piece_elems + 123;
   const std::vector<float> x = values(n);
-  std::atomic<bool> open{false};
-  std::atomic<int> others{0};
-  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}), Map<HeldBelow>{HeldBelow{&open, &others}});
+  HeldSpread held_spread({0, 1});
+  auto& [open, others, spread] = held_spread;
   RunLog log;
   std::vector<float> b(a.size(), poison_value), c(n, poison_value);
   auto t1 = spread.run_async(a, Sink<float, LoggedSink>{LoggedSink{&log, 1, b.data()}});
@@ -2025,10 +2031,8 @@ TEST_CASE("a spread run into a Sink that fails while its Sink is held back is ab
   const std::size_t n = 2 * piece_elems + 5;
   std::vector<float> bad = values(n);
   bad[piece_elems + 2] = 7.0f;
-  std::atomic<bool> open{false};
-  std::atomic<int> others{0};
-  HostSpreadPipeline<Map<HeldBelow>> spread(spread_options({0, 1}),
-                                            Map<HeldBelow>{HeldBelow{&open, &others, 7.0f}});
+  HeldSpread held_spread({0, 1}, 7.0f);
+  auto& [open, others, spread] = held_spread;
   RunLog log;
   std::vector<float> b(a.size(), poison_value), c(n, poison_value), d(n, poison_value);
   auto t1 = spread.run_async(a, Sink<float, LoggedSink>{LoggedSink{&log, 1, b.data()}});
